@@ -1,0 +1,1 @@
+"""Verdict classes: titles and the facts that rule each one out."""

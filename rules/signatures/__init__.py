@@ -1,0 +1,1 @@
+"""Log signatures, shipped as package data."""

@@ -1,0 +1,158 @@
+"""The command line: the only module that knows about click, the terminal and exit codes.
+
+Exit codes: 0 healthy, 1 a problem diagnosed, 2 usage or input error, 3 inconclusive or no vLLM output.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import click
+
+from . import __version__
+from .errors import InputError, TriageError
+from .metricparse import MetricSample, parse_exposition
+from .model import InputSummary
+from .pipeline import Toolkit, build_report, metrics_input, parse_inputs
+from .redact import Redactor
+from .render import RENDERERS
+from .ruleset import load_rules
+from .signatures import load_signatures
+from .sources import open_log, read_small_text
+
+EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+def exit_code_for(verdict: str) -> int:
+    if verdict == "healthy":
+        return EXIT_HEALTHY
+    if verdict == "inconclusive":
+        return EXIT_INCONCLUSIVE
+    return EXIT_PROBLEM
+
+
+def load_toolkit(rules_dir: str | None) -> Toolkit:
+    directory = Path(rules_dir) if rules_dir else None
+    return Toolkit(rules=load_rules(directory), signatures=load_signatures(directory / "signatures" if directory else None))
+
+
+def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
+    """Write `text` to `path` through a temporary file and a rename; never over an input."""
+    target = Path(path)
+    for given in inputs:
+        if given != "-" and target.exists() and os.path.samefile(given, target):
+            raise InputError(path, "is one of the inputs; refusing to overwrite it", "choose another -o path")
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise InputError(path, f"directory {directory} does not exist", "create it first")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _use_color(fmt: str, output: str | None) -> bool:
+    if fmt != "text" or output or os.environ.get("NO_COLOR"):
+        return False
+    return sys.stdout.isatty()
+
+
+class _DefaultToDiagnose(click.Group):
+    """`vtriage FILE...` runs the diagnosis; named subcommands do the rest."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = ["diagnose", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToDiagnose, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="vtriage")
+def cli() -> None:
+    """Triage a vLLM out-of-memory or preemption incident from its log.
+
+    \b
+      vtriage server.log                      diagnose a log (several files = one incident)
+      kubectl logs POD --previous | vtriage - read stdin
+      vtriage --format json server.log        machine-readable report
+    """
+
+
+@cli.command()
+@click.argument("files", nargs=-1, metavar="FILE...")
+@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text", show_default=True,
+              help="Output format.")
+@click.option("-o", "--output", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout.")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR instead of the bundled ones.")
+@click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
+              help="A saved /metrics snapshot (curl .../metrics > m.prom); repeat for several, oldest first.")
+@click.option("--no-redact", is_flag=True, help="Show secrets (API keys, tokens) in the report instead of ***.")
+def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
+             metrics_files: tuple[str, ...], no_redact: bool) -> None:
+    """Diagnose FILE... (use - for stdin). Several files are read as one incident."""
+    if not files and not metrics_files:
+        raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
+    if files.count("-") > 1:
+        raise click.UsageError("stdin (-) can be given only once")
+    kit = load_toolkit(rules_dir)
+    inputs = [open_log(path) for path in files]
+    samples: list[MetricSample] = []
+    metric_inputs: list[InputSummary] = []
+    for scrape, path in enumerate(metrics_files):
+        text = read_small_text(path)
+        got = parse_exposition(text, path, scrape)
+        samples.extend(got)
+        metric_inputs.append(metrics_input(path, got, text.count("\n") + (0 if text.endswith("\n") else 1)))
+    redactor = Redactor(enabled=not no_redact)
+    parsed = parse_inputs(inputs, kit, redactor)
+    report = build_report(parsed, kit, redactor, samples, metric_inputs)
+    text = RENDERERS[fmt](report, color=_use_color(fmt, output))
+    if output:
+        write_atomically(output, text, files + metrics_files)
+    else:
+        click.echo(text, nl=False)
+    sys.exit(exit_code_for(report.diagnosis.verdict))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: every error is one line on stderr and exit code 2, never a traceback."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="vtriage", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("vtriage: aborted", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        click.echo(f"vtriage: error: {exc.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+    except TriageError as exc:
+        click.echo(f"vtriage: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("vtriage: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(EXIT_USAGE)
+    except SystemExit:
+        raise
+    except Exception as exc:  # the promise: no traceback reaches the user
+        if os.environ.get("VTRIAGE_DEBUG"):
+            raise
+        click.echo(f"vtriage: internal error: {type(exc).__name__}: {exc} "
+                   "(set VTRIAGE_DEBUG=1 for the traceback, and please report it)", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Walk the decision tree over a set of facts and return the diagnosis. Pure: facts in, verdict out.
+
+Conditions use three-valued logic: a predicate on a fact that is absent is *unknown*, and a node
+whose condition is unknown does not fire. The verdict is the first leaf reached depth-first in
+`order`; every other class gets the fact that rules it out.
+"""
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .capacity import FIXES
+from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef
+from .ruleset import Condition, Node, RuleSet
+
+RULED_OUT_ORDER = ("weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown",
+                   "other_failure", "healthy")
+
+
+def evaluate(cond: Condition, facts: Mapping[str, Fact]) -> bool | None:
+    """True, False, or None when it depends on a fact the input did not give."""
+    if cond.combinator == "all":
+        results = [evaluate(c, facts) for c in cond.children]
+        if any(r is False for r in results):
+            return False
+        return None if any(r is None for r in results) else True
+    if cond.combinator == "any":
+        results = [evaluate(c, facts) for c in cond.children]
+        if any(r is True for r in results):
+            return True
+        return None if any(r is None for r in results) else False
+    if cond.combinator == "not":
+        inner = evaluate(cond.children[0], facts)
+        return None if inner is None else not inner
+    fact = facts.get(cond.fact or "")
+    if cond.op == "present":
+        return fact is not None
+    if cond.op == "absent":
+        return fact is None
+    if fact is None:
+        return None
+    if cond.value_fact is not None:
+        other = facts.get(cond.value_fact)
+        if other is None:
+            return None
+        target: Any = other.value * cond.scale if isinstance(other.value, (int, float)) else other.value
+    else:
+        target = cond.value
+    return _compare(fact.value, cond.op or "==", target)
+
+
+def _compare(value: Any, op: str, target: Any) -> bool:
+    try:
+        if op == "==":
+            return value == target
+        if op == "!=":
+            return value != target
+        if op == "in":
+            return value in target
+        if op == "not_in":
+            return value not in target
+        if op == "<":
+            return value < target
+        if op == "<=":
+            return value <= target
+        if op == ">":
+            return value > target
+        if op == ">=":
+            return value >= target
+    except TypeError:
+        return False
+    raise ValueError(f"unknown operator {op}")
+
+
+_OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.S)
+
+
+def fill(template: str, facts: Mapping[str, Fact]) -> str:
+    """Fill `{fact}` placeholders; an absent fact prints as 'unknown', never as 0.
+
+    A `[[...]]` segment is left out when a fact it names is absent, so a summary can say
+    "(3.18 GiB available)" when it knows and nothing when it does not.
+    """
+    def optional(m: re.Match[str]) -> str:
+        names = [name for _, name, _, _ in string.Formatter().parse(m.group(1)) if name]
+        return _fill(m.group(1), facts) if all(n in facts for n in names) else ""
+    return _fill(_OPTIONAL.sub(optional, template), facts)
+
+
+def _fill(template: str, facts: Mapping[str, Fact]) -> str:
+    out = []
+    for literal, name, spec, _ in string.Formatter().parse(template):
+        out.append(literal)
+        if name is None:
+            continue
+        fact = facts.get(name)
+        if fact is None:
+            out.append("unknown")
+            continue
+        try:
+            out.append(format(fact.value, spec or ""))
+        except (ValueError, TypeError):
+            out.append(str(fact.value))
+    return "".join(out)
+
+
+@dataclass
+class Trace:
+    """Every node's outcome, for --explain and for the ruled-out reasons."""
+
+    outcome: dict[str, bool | None] = field(default_factory=dict)
+
+
+def _walk(rules: RuleSet, nodes: tuple[Node, ...], facts: Mapping[str, Fact], trace: Trace,
+          path: tuple[Node, ...]) -> tuple[Node, ...] | None:
+    chosen = None
+    for node in nodes:
+        result = evaluate(node.when, facts)
+        trace.outcome[node.id] = result
+        if result is not True:
+            continue
+        below = _walk(rules, rules.children.get(node.id, ()), facts, trace, path + (node,))
+        found = below or ((path + (node,)) if node.verdict else None)
+        if chosen is None and found is not None:
+            chosen = found
+    return chosen
+
+
+def _evidence(node: Node, facts: Mapping[str, Fact]) -> tuple[tuple[str, ...], tuple[SourceRef, ...]]:
+    names = node.evidence or node.when.facts()
+    names = tuple(n for n in names if n in facts)
+    refs: list[SourceRef] = []
+    for name in names:
+        for ref in facts[name].evidence:
+            if ref not in refs:
+                refs.append(ref)
+    refs.sort(key=lambda r: (r.path, r.line))
+    return names, tuple(refs)
+
+
+def _finding(node: Node, facts: Mapping[str, Fact], path: tuple[Node, ...]) -> Finding:
+    names, refs = _evidence(node, facts)
+    return Finding(
+        rule_id=node.id, title=fill(node.title, facts), verdict=node.verdict, confidence=node.confidence,
+        summary=fill(node.summary, facts), why=fill(node.why, facts), references=node.references,
+        facts=names, evidence=refs, path=tuple(n.id for n in path))
+
+
+def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: Trace) -> list[RuledOut]:
+    out = []
+    for other in RULED_OUT_ORDER:
+        if other == verdict:
+            continue
+        cls = rules.classes[other]
+        for check in cls.ruled_out:
+            if evaluate(check.when, facts) is True:
+                names = tuple(n for n in check.when.facts() if n in facts)
+                refs = tuple(dict.fromkeys(r for n in names for r in facts[n].evidence))[:4]
+                out.append(RuledOut(other, fill(check.reason, facts), names, refs))
+                break
+        else:
+            leaves = [n for n in rules.nodes.values() if n.verdict == other]
+            unknown = [n for n in leaves if trace.outcome.get(n.id) is None and n.id in trace.outcome]
+            if unknown:
+                missing = sorted({f for n in unknown for f in n.when.facts() if f not in facts})
+                reason = ("not confirmed: it would need " + ", ".join(missing)) if missing else "its rule could not be decided"
+            else:
+                reason = "no evidence for it in the input"
+            out.append(RuledOut(other, reason, (), ()))
+    return out
+
+
+def diagnose(rules: RuleSet, facts: Mapping[str, Fact]) -> Diagnosis:
+    """The verdict, its reasoning path, the other classes ruled out, and the fixes with numbers."""
+    trace = Trace()
+    chosen = _walk(rules, rules.roots, facts, trace, ())
+    findings: list[Finding] = []
+    if chosen is None:
+        verdict, confidence, path_ids = "inconclusive", "low", ()
+    else:
+        leaf = chosen[-1]
+        verdict, confidence = leaf.verdict or "inconclusive", leaf.confidence or "low"
+        path_ids = tuple(n.id for n in chosen)
+        findings.append(_finding(leaf, facts, chosen))
+    # Other leaves that fired tell the rest of the story (e.g. preemption before a crash).
+    for node in rules.nodes.values():
+        if node.verdict and trace.outcome.get(node.id) is True and node.id not in path_ids \
+                and node.verdict not in (verdict, "healthy", "inconclusive") \
+                and all(trace.outcome.get(p) is True for p in _ancestors(rules, node)):
+            findings.append(_finding(node, facts, _chain(rules, node)))
+    fixes: list[Fix] = []
+    if chosen is not None:
+        for name in chosen[-1].fixes:
+            fixes.extend(FIXES[name](facts))
+    not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
+    return Diagnosis(verdict=verdict, confidence=confidence, rule_path=path_ids, findings=tuple(findings),
+                     ruled_out=tuple(_ruled_out(rules, verdict, facts, trace)), fixes=tuple(fixes),
+                     facts=dict(facts), not_evaluated=not_evaluated)
+
+
+def _ancestors(rules: RuleSet, node: Node) -> list[str]:
+    out = []
+    while node.parent:
+        out.append(node.parent)
+        node = rules.nodes[node.parent]
+    return out
+
+
+def _chain(rules: RuleSet, node: Node) -> tuple[Node, ...]:
+    return tuple(rules.nodes[i] for i in reversed(_ancestors(rules, node))) + (node,)

@@ -1,0 +1,199 @@
+"""Strip what wraps a vLLM log line, keep what identifies it.
+
+A line reaches us through collectors (kubectl/docker timestamps, docker json-file, Loki, CRI,
+docker-compose, CI runners, syslog), colour codes (real and the literal remnants CI leaves), and
+vLLM's own prefixes (process, torch rank, logger). This module turns each physical line into one or
+more `Record`s: the message text signatures match against, plus the process, level and time.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import regex
+
+# Real escape sequences, the caret form a terminal copy leaves (^[[0;36m), and bare remnants ([36m).
+_ANSI = regex.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\[\d{1,3}(?:;\d{1,3})*m")
+
+_ISO_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+# Each outer wrapper: a pattern whose `rest` group is what it wraps.
+_CRI = regex.compile(rf"^(?P<time>{_ISO_TIME}) (?:stdout|stderr) (?P<tag>[FP]) (?P<rest>.*)$", regex.S)
+_OUTER = (
+    regex.compile(rf"^(?P<time>{_ISO_TIME})\s+(?:\|\s?)?(?P<rest>.*)$", regex.S),            # kubectl/docker -t, collectors
+    regex.compile(rf"^\[(?P<time>{_ISO_TIME})\]\s?(?P<rest>.*)$", regex.S),                 # CI: [2026-...Z] text
+    regex.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s?(?P<rest>.*)$", regex.S),           # docker-compose
+    regex.compile(r"^ {0,4}\| (?P<rest>.*)$", regex.S),                                     # CI: "  | text"
+    regex.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [\w./-]+(?:\[\d+\])?: (?P<rest>.*)$", regex.S),  # syslog
+)
+_JSON_TEXT_KEYS = ("log", "message", "msg", "MESSAGE", "line")
+_JSON_TIME_KEYS = ("time", "timestamp", "ts", "@timestamp", "asctime")
+
+# vLLM's own prefixes: any number of "(Name pid=N[, ip=...]) ", torch's "[rankN]: ", then the logger
+# prefix "LEVEL MM-DD HH:MM:SS [file.py:N] " (brackets from 0.8.0; a path at DEBUG from 0.10.2).
+_PROCESS = regex.compile(r"\((?P<name>[^()]*?)\s?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*")
+_RANK = regex.compile(r"\[rank(?P<rank>\d+)\]:\s?")
+_LOGGER = regex.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<date>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,]\d+)? "
+    r"\[?(?P<file>[^\]\s]+?):(?P<lineno>\d+)\] ?")
+_UVICORN = regex.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+# A logger record glued onto the end of something else (a tqdm bar, another record) with no newline.
+_GLUED = regex.compile(
+    r"(?<=\S)(?=(?:\([^()]*?pid=\d+[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,])")
+# Lines that begin a record of their own, as opposed to the tail of a line a terminal wrapped.
+_RECORD_START = regex.compile(
+    r"^(?:\s|Traceback |During handling|The above exception|[\w.]+(?:Error|Exception|Warning|Exit)\b"
+    r"|Process \w+:|INFO|WARNING|ERROR|DEBUG|CRITICAL|\[|\(|#|$)")
+
+
+@dataclass(slots=True)
+class Record:
+    """One logical log record, cleaned: what the signatures read and what the evidence shows."""
+
+    line: int                # physical line number of its first line
+    text: str                # the line without collector wrappers and colour codes (for evidence)
+    message: str             # `text` without vLLM's process and logger prefixes (what signatures match)
+    process: str | None
+    level: str | None
+    timestamp: str | None    # vLLM's "MM-DD HH:MM:SS", or the collector's time when vLLM printed none
+    vllm_prefix: bool        # carried vLLM's logger prefix
+    prefixed: bool           # carried any prefix at all (so it starts a record)
+
+    @property
+    def continues_previous(self) -> bool:
+        """True when this looks like the tail of a line a terminal or pager wrapped."""
+        return not self.prefixed and not _RECORD_START.match(self.message)
+
+
+def strip_ansi(text: str) -> str:
+    if "\x1b" in text or "[" in text:
+        return _ANSI.sub("", text)
+    return text
+
+
+def _unwrap_json(text: str) -> tuple[str, str | None, str | None, str | None, bool] | None:
+    """A JSON-lines envelope: (content, time, level, process, partial) or None when not JSON."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    content = None
+    for key in _JSON_TEXT_KEYS:
+        value = obj.get(key)
+        if isinstance(value, str):
+            content = value
+            break
+    if content is None:
+        return None
+    when = next((str(obj[k]) for k in _JSON_TIME_KEYS if isinstance(obj.get(k), (str, int, float))), None)
+    level = obj.get("levelname") or obj.get("level")
+    process = None
+    if obj.get("processName") and obj.get("process"):
+        process = f"{obj['processName']} pid={obj['process']}"
+    partial = "log" in obj and not content.endswith("\n")  # docker json-file splits lines over 16 KiB
+    content = content.rstrip("\n").rstrip("\r")
+    return content, when, str(level).upper() if isinstance(level, str) else None, process, partial
+
+
+def _unwrap_outer(text: str) -> tuple[str, str | None, str | None, str | None, bool, bool]:
+    """Peel collector wrappers: (content, wall time, level, process, partial, was_wrapped)."""
+    when = level = process = None
+    partial = wrapped = False
+    for _ in range(4):  # wrappers stack (a CI prefix around a kubectl timestamp around JSON)
+        if text.startswith("{") and text.rstrip().endswith("}") or text.startswith('{"'):
+            got = _unwrap_json(text)
+            if got is not None:
+                text, t, lv, proc, partial = got
+                when, level, process = t or when, lv or level, proc or process
+                wrapped = True
+                continue
+        m = _CRI.match(text)
+        if m:
+            text, when, partial, wrapped = m["rest"], m["time"], m["tag"] == "P", True
+            continue
+        for pattern in _OUTER:
+            m = pattern.match(text)
+            if m:
+                text = m["rest"]
+                when = m.groupdict().get("time") or when
+                wrapped = True
+                break
+        else:
+            break
+    return text, when, level, process, partial, wrapped
+
+
+def _split_segments(text: str) -> list[str]:
+    """tqdm rewrites a line with \\r; records get glued onto bars. One piece per record."""
+    pieces = [p for p in text.split("\r") if p.strip()] if "\r" in text else [text]
+    out: list[str] = []
+    for piece in pieces:
+        if "INFO" in piece or "WARNING" in piece or "ERROR" in piece or "DEBUG" in piece or "CRITICAL" in piece:
+            out.extend(part for part in _GLUED.split(piece) if part)
+        else:
+            out.append(piece)
+    return out or [""]
+
+
+def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, process: str | None,
+                    wrapped: bool) -> Record:
+    pos = 0
+    prefixed = wrapped
+    names: list[str] = []
+    while True:
+        m = _PROCESS.match(text, pos)
+        if not m:
+            break
+        name = m["name"].strip()
+        names.append(f"{name} pid={m['pid']}" if name else f"pid={m['pid']}")
+        pos = m.end()
+    m = _RANK.match(text, pos)
+    if m:
+        names.append(f"rank{m['rank']}")
+        pos = m.end()
+    # A nested "(Name pid=N)" may follow the rank marker too.
+    while True:
+        m = _PROCESS.match(text, pos)
+        if not m:
+            break
+        name = m["name"].strip()
+        names.append(f"{name} pid={m['pid']}" if name else f"pid={m['pid']}")
+        pos = m.end()
+    if names:
+        prefixed = True
+        process = names[-1] if len(names) == 1 or not names[-1].startswith("rank") else " ".join(names[-2:])
+    vllm_prefix = False
+    timestamp = None
+    m = _LOGGER.match(text, pos)
+    if m:
+        level, timestamp, vllm_prefix, prefixed = m["level"], f"{m['date']} {m['time']}", True, True
+        pos = m.end()
+    else:
+        m = _UVICORN.match(text, pos)
+        if m:
+            level, prefixed = m["level"], True
+            pos = m.end()
+    return Record(line=line, text=text, message=text[pos:], process=process, level=level,
+                  timestamp=timestamp or when, vllm_prefix=vllm_prefix, prefixed=prefixed)
+
+
+def records(lines: Iterable[tuple[int, str]]) -> Iterator[Record]:
+    """Turn numbered physical lines into cleaned records, joining lines a collector split."""
+    pending: tuple[int, str] | None = None      # a partial line (docker 16 KiB split, CRI "P")
+    for number, raw in lines:
+        text = strip_ansi(raw)
+        content, when, level, process, partial, wrapped = _unwrap_outer(text)
+        if wrapped:
+            content = strip_ansi(content)
+        if pending is not None:
+            number, content = pending[0], pending[1] + content
+            pending = None
+        if partial:
+            pending = (number, content)
+            continue
+        for segment in _split_segments(content):
+            yield _parse_prefixes(segment, number, when, level, process, wrapped)
+    if pending is not None:
+        yield _parse_prefixes(pending[1], pending[0], None, None, None, True)

@@ -1,0 +1,32 @@
+"""Errors the user can act on. Each renders as one line: where, what, and a hint."""
+from __future__ import annotations
+
+
+class TriageError(Exception):
+    """Base class: `str()` is the one-line message shown to the user."""
+
+    exit_code = 2
+
+
+class InputError(TriageError):
+    """An input that cannot be read: missing, a directory, binary, malformed metrics."""
+
+    def __init__(self, where: str, what: str, hint: str = "") -> None:
+        self.where, self.what, self.hint = where, what, hint
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"{self.where}: {self.what}"
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
+
+class RuleError(TriageError):
+    """A rules or signatures file that is not valid: names the file, the key and a hint."""
+
+    def __init__(self, path: str, key: str, reason: str, hint: str = "") -> None:
+        self.path, self.key, self.reason, self.hint = path, key, reason, hint
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.key}: {self.reason}"
+        return f"{text} (hint: {self.hint})" if self.hint else text

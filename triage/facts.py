@@ -1,0 +1,531 @@
+"""From events to facts: the closed vocabulary the rules speak.
+
+Every fact has a name in `FACTS` (units in the name; ratios are 0-1), a value, and the lines that
+support it. A figure the log does not give is absent, never zero. Rules may only name facts listed
+here, which is what lets the log formats drift between vLLM versions without touching a rule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import regex
+
+from .model import PHASE_RANK, PHASES, Fact, LogEvent, SourceRef
+from .signatures import SignatureSet
+
+MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low",
+                             "memory_profiling_error"})
+GENERIC_FAILURES = frozenset({"exception", "engine_died"})
+SELF_MATCH_GIB = 1.5        # torch's "Process N has X" is vLLM itself when X ~ its own allocations
+DEFAULT_BLOCK_SIZE = 16
+MAX_EVIDENCE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class FactSpec:
+    name: str
+    type: type
+    unit: str | None
+    description: str
+
+
+def _spec(name: str, type_: type, unit: str | None, description: str) -> FactSpec:
+    return FactSpec(name, type_, unit, description)
+
+
+FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
+    # Identity and settings
+    _spec("vllm_version", str, None, "vLLM version printed by the server or the engine config line."),
+    _spec("engine", str, None, "Engine generation: v0 or v1."),
+    _spec("model", str, None, "Model name or path being served."),
+    _spec("max_model_len", int, "tokens", "Maximum sequence length the engine was asked to serve."),
+    _spec("gpu_memory_utilization", float, "ratio", "Fraction of GPU memory vLLM may use (its budget)."),
+    _spec("tensor_parallel_size", int, "GPUs", "Tensor-parallel size (GPUs the weights are split over)."),
+    _spec("pipeline_parallel_size", int, "GPUs", "Pipeline-parallel size."),
+    _spec("max_num_seqs", int, "requests", "Maximum number of sequences batched together."),
+    _spec("max_num_batched_tokens", int, "tokens", "Maximum tokens in one scheduler step."),
+    _spec("dtype", str, None, "Weight dtype."),
+    _spec("quantization", str, None, "Weight quantization method."),
+    _spec("kv_cache_dtype", str, None, "KV cache dtype (auto follows the model dtype)."),
+    _spec("enforce_eager", bool, None, "CUDA graphs disabled."),
+    _spec("enable_prefix_caching", bool, None, "Prefix caching enabled."),
+    _spec("block_size", int, "tokens", "KV cache block size."),
+    # Memory at startup
+    _spec("gpu_total_gib", float, "GiB", "Total memory of the GPU as torch or vLLM reports it."),
+    _spec("budget_gib", float, "GiB", "gpu_memory_utilization x total: what vLLM may use."),
+    _spec("weights_gib", float, "GiB", "Memory the model weights take on one GPU."),
+    _spec("activation_gib", float, "GiB", "Peak activation memory measured while profiling."),
+    _spec("non_torch_gib", float, "GiB", "Memory outside torch's allocator (CUDA context, NCCL, ...)."),
+    _spec("cuda_graph_gib", float, "GiB", "Memory CUDA graph capture took."),
+    _spec("kv_cache_gib", float, "GiB", "Memory available for the KV cache (can be negative)."),
+    _spec("kv_cache_tokens", int, "tokens", "Tokens the KV cache holds on the smallest rank."),
+    _spec("gpu_blocks", int, "blocks", "KV cache blocks (V0)."),
+    _spec("max_concurrency", float, "x", "Full-length requests the KV cache holds at once."),
+    _spec("kv_needed_gib", float, "GiB", "KV cache one max-length request needs (from vLLM's error)."),
+    _spec("estimated_max_model_len", int, "tokens", "vLLM's own estimate of the longest length that fits."),
+    _spec("kv_cache_sized", bool, None, "The KV cache was sized without error."),
+    # Memory at failure
+    _spec("free_gib", float, "GiB", "Free GPU memory at the failure (startup check or torch OOM)."),
+    _spec("requested_gib", float, "GiB", "Memory vLLM asked for at startup (utilization x total)."),
+    _spec("tried_to_allocate_gib", float, "GiB", "The allocation that failed."),
+    _spec("this_process_gib", float, "GiB", "Memory the failing process held (torch's OOM text)."),
+    _spec("allocated_gib", float, "GiB", "Memory torch had allocated in the failing process."),
+    _spec("private_pool_gib", float, "GiB", "Memory in torch private pools (CUDA graphs) at the OOM."),
+    _spec("other_processes_gib", float, "GiB", "GPU memory held by processes other than vLLM."),
+    _spec("other_processes", int, "processes", "How many other processes hold GPU memory."),
+    _spec("oom_self_share", float, "ratio", "Share of the GPU the vLLM process itself held at the OOM."),
+    # Failure
+    _spec("failure_kind", str, None, "What failed first: cuda_oom, kv_too_small, nccl_error, ..."),
+    _spec("failed_phase", str, None, "Startup phase the failure happened in: " + ", ".join(PHASES) + "."),
+    _spec("reached_phase", str, None, "Furthest startup phase the log shows."),
+    _spec("failure_message", str, None, "The root failure's line."),
+    _spec("failing_processes", int, "processes", "Processes (TP ranks) that reported the failure."),
+    _spec("engine_died", bool, None, "The engine or a worker died."),
+    _spec("transient_errors", int, "lines", "Errors the server recovered from (it kept serving)."),
+    # Serving
+    _spec("server_up", bool, None, "The API server or engine finished starting."),
+    _spec("stats_lines", int, "lines", "Periodic stats lines seen."),
+    _spec("kv_cache_usage_max", float, "ratio", "Highest KV cache usage in stats lines or metrics."),
+    _spec("kv_cache_usage_mean", float, "ratio", "Mean KV cache usage over stats lines or metrics."),
+    _spec("saturated_intervals", int, "intervals", "Stats intervals with KV usage >= 95 %."),
+    _spec("waiting_max", int, "requests", "Largest waiting (pending) queue."),
+    _spec("running_max", int, "requests", "Most requests running at once."),
+    _spec("running_at_saturation", int, "requests", "Requests running while the KV cache was >= 95 % full."),
+    _spec("swapped_max", int, "requests", "Most requests swapped to CPU (V0)."),
+    _spec("preemptions", int, "preemptions", "Preemptions: V0's cumulative counter, V1's per-interval sum, or the metric."),
+    _spec("preemption_warnings", int, "lines", "V0 preemption warning lines (one per 50 preemptions)."),
+    _spec("preemption_mode", str, None, "RECOMPUTE or SWAP."),
+    _spec("preemption_rate_per_min", float, "per minute", "Preemptions per minute over the logged window."),
+    _spec("serving_minutes", float, "minutes", "Length of the serving window the log covers."),
+    _spec("requests_seen", int, "lines", "Request or access-log lines seen."),
+    _spec("vllm_lines", int, "lines", "Lines that are vLLM output."),
+)}
+
+# Config keys read straight from events, with the event kinds to trust first.
+_CONFIG_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
+                "max_num_seqs", "max_num_batched_tokens", "dtype", "quantization", "kv_cache_dtype",
+                "enforce_eager", "enable_prefix_caching", "block_size", "vllm_version")
+_KIND_TRUST = {"kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2, "max_concurrency": 2, "args": 3,
+               "engine_config": 4, "memory_profile": 5, "free_memory_low": 5, "memory_usage": 5, "version": 6,
+               "model_name": 6, "load_start": 7, "long_context_warning": 8}
+_NONE_STRINGS = frozenset({"None", "none", "", "null"})
+_V1_PROCESS = regex.compile(r"^(?:EngineCore|APIServer|ApiServer|VllmWorker rank|VllmWorker |Worker|DPSupervisor)")
+_V0_PROCESS = regex.compile(r"^VllmWorkerProcess\b")
+
+
+class _Facts:
+    """A small builder: first writer wins unless a caller says otherwise."""
+
+    def __init__(self) -> None:
+        self.facts: dict[str, Fact] = {}
+
+    def put(self, name: str, value: Any, evidence: Iterable[SourceRef] = (), note: str | None = None,
+            replace: bool = False) -> None:
+        if value is None or (name in self.facts and not replace):
+            return
+        spec = FACTS[name]
+        if spec.type is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = round(float(value), 4)
+        refs = tuple(dict.fromkeys(evidence))[:MAX_EVIDENCE]
+        self.facts[name] = Fact(name, value, spec.unit, refs, note)
+
+    def value(self, name: str) -> Any:
+        fact = self.facts.get(name)
+        return None if fact is None else fact.value
+
+
+def _first_with(events: Sequence[LogEvent], key: str, trust: Mapping[str, int] = _KIND_TRUST) -> LogEvent | None:
+    candidates = [e for e in events if key in e.fields and not _is_none(e.fields[key])]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda e: (trust.get(e.kind, 9), e.seq))
+
+
+def _is_none(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() in _NONE_STRINGS
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...] | None:
+    if not version:
+        return None
+    m = regex.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    return tuple(int(g or 0) for g in m.groups()) if m else None
+
+
+def extract_facts(events: Sequence[LogEvent], signatures: SignatureSet,
+                  earlier: Sequence[LogEvent] = ()) -> dict[str, Fact]:
+    """Facts for one attempt. `earlier` attempts only fill settings this attempt did not print."""
+    out = _Facts()
+    _settings(out, events, earlier)
+    _engine(out, events)
+    failure = _root_failure(events, signatures)
+    _failure_facts(out, events, signatures, failure)
+    _memory(out, events, failure)
+    _serving(out, events)
+    return out.facts
+
+
+def _settings(out: _Facts, events: Sequence[LogEvent], earlier: Sequence[LogEvent]) -> None:
+    for key in _CONFIG_KEYS:
+        for pool, note in ((events, None), (earlier, "from an earlier startup attempt in the same log")):
+            event = _first_with(pool, key)
+            if event is not None:
+                out.put(key, event.fields[key], [event.source], note)
+                break
+    _default_utilization(out, events)
+    _tensor_parallel_from_ranks(out, events)
+
+
+def _default_utilization(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """`non-default args` omits gpu_memory_utilization when it is vLLM's default (0.9, 0.92 from 0.20)."""
+    if "gpu_memory_utilization" in out.facts:
+        return
+    printed = [e for e in events if e.fields.get("args_style") == "non_default"]
+    version = _version_tuple(out.value("vllm_version"))
+    if not printed or version is None:
+        return
+    default = 0.92 if version >= (0, 20) else 0.9
+    out.put("gpu_memory_utilization", default, [printed[0].source],
+            f"vLLM {out.value('vllm_version')}'s default: not among the non-default args")
+
+
+def _tensor_parallel_from_ranks(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """Before 0.11.1 every rank prints its own "weights loaded" line: count them."""
+    if "tensor_parallel_size" in out.facts:
+        return
+    loaded = [e for e in events if e.kind == "weights_loaded"]
+    ranks = {e.process for e in loaded}
+    if len(ranks) > 1:
+        out.put("tensor_parallel_size", len(ranks), [e.source for e in loaded],
+                f"inferred: {len(ranks)} processes each printed their own weights-loaded line")
+
+
+def _engine(out: _Facts, events: Sequence[LogEvent]) -> None:
+    tagged = next((e for e in events if e.fields.get("engine_tag") in ("V0", "V1")), None)
+    if tagged is not None:
+        out.put("engine", tagged.fields["engine_tag"].lower(), [tagged.source])
+        return
+    votes: dict[str, list[LogEvent]] = {"v0": [], "v1": []}
+    for e in events:
+        engine = e.fields.get("engine")
+        if engine in votes:
+            votes[engine].append(e)
+        elif e.process and _V1_PROCESS.match(e.process):
+            votes["v1"].append(e)
+        elif e.process and _V0_PROCESS.match(e.process):
+            votes["v0"].append(e)
+    if votes["v0"] or votes["v1"]:
+        engine = max(votes, key=lambda k: len(votes[k]))
+        out.put("engine", engine, [votes[engine][0].source], "from which lines and processes the log shows")
+        return
+    version = _version_tuple(out.value("vllm_version"))
+    if version is not None:
+        out.put("engine", "v1" if version >= (0, 11) else "v0" if version < (0, 8) else None,
+                out.facts["vllm_version"].evidence, "from the version")
+
+
+# --- the failure --------------------------------------------------------------------------------
+
+def _recovered(event: LogEvent, events: Sequence[LogEvent]) -> bool:
+    """The server kept going after this error: it started, or went on serving, and did not die."""
+    later = [e for e in events if e.seq > event.seq]
+    if any(e.kind == "engine_died" for e in later):
+        return False
+    stats = sum(1 for e in later if e.kind == "stats")
+    requests = sum(1 for e in later if e.kind == "request")
+    return any(e.kind in ("server_up", "engine_ready") for e in later) or stats >= 2 or requests >= 5
+
+
+def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEvent | None:
+    """The failure that explains the attempt: the first specific one (memory first when several are
+    on one line), else the first unexplained exception, else a bare "the engine died"."""
+    failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure]
+    fatal = [e for e in failing if not _recovered(e, events)]
+
+    def failure_of(e: LogEvent) -> str:
+        return signatures.by_id[e.signature].failure or ""
+
+    specific = [e for e in fatal if failure_of(e) not in GENERIC_FAILURES]
+    if specific:
+        first_line = min((e.source.path, e.source.line, e.seq) for e in specific)
+        same_line = [e for e in specific if (e.source.path, e.source.line) == first_line[:2]]
+        same_line.sort(key=lambda e: (failure_of(e) not in MEMORY_FAILURES, e.seq))
+        return same_line[0]
+    exceptions = [e for e in fatal if failure_of(e) == "exception"]
+    if exceptions:
+        return exceptions[0]
+    died = [e for e in fatal if failure_of(e) == "engine_died"]
+    return died[0] if died else None
+
+
+def _marker_phase(events: Sequence[LogEvent], signatures: SignatureSet, upto: int | None) -> tuple[int, LogEvent | None]:
+    """Furthest phase the markers show, up to event `upto` (inclusive); -1 when none."""
+    best, where = -1, None
+    for e in events:
+        if upto is not None and e.seq > upto:
+            break
+        sig = signatures.by_id.get(e.signature)
+        if sig is None or sig.phase is None or e.kind == "traceback_frame":
+            continue
+        rank = PHASE_RANK[sig.phase] + (1 if sig.phase_done else 0)
+        rank = min(rank, PHASE_RANK["serving"])
+        if rank > best:
+            best, where = rank, e
+    return best, where
+
+
+def _frame_phase(events: Sequence[LogEvent], signatures: SignatureSet, after: int,
+                 process: str | None) -> tuple[int, LogEvent | None]:
+    """The innermost strong frame after `after` (a weak one when there is no strong one)."""
+    frames = [e for e in events if e.kind == "traceback_frame" and e.seq > after]
+    own = [e for e in frames if e.process == process]
+    frames = own or frames
+    for weak in (False, True):
+        chosen = [e for e in frames if signatures.by_id[e.signature].weak == weak]
+        if chosen:
+            last = chosen[-1]
+            return PHASE_RANK[signatures.by_id[last.signature].phase or "serving"], last
+    return -1, None
+
+
+def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: SignatureSet,
+                   failure: LogEvent | None) -> None:
+    reached, reached_at = _marker_phase(events, signatures, None)
+    if reached >= 0 and reached_at is not None:
+        out.put("reached_phase", PHASES[reached], [reached_at.source])
+    died = [e for e in events if e.kind == "engine_died"]
+    if died:
+        out.put("engine_died", True, [died[0].source])
+    transient = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
+                 and e is not failure and _recovered(e, events)]
+    if transient:
+        out.put("transient_errors", len(transient), [e.source for e in transient])
+    if failure is None:
+        return
+    kind = signatures.by_id[failure.signature].failure
+    out.put("failure_kind", kind, [failure.source])
+    out.put("failure_message", failure.source.text, [failure.source])
+    same = [e for e in events if signatures.by_id[e.signature].failure == kind]
+    processes = {e.process for e in same}
+    if len(processes) > 1 or (processes and None not in processes):
+        out.put("failing_processes", len(processes), [e.source for e in same])
+    marker_rank, marker = _marker_phase(events, signatures, failure.seq)
+    frame_rank, frame = _frame_phase(events, signatures, marker.seq if marker else -1, failure.process)
+    if frame_rank >= 0 and (frame_rank >= marker_rank or marker_rank < PHASE_RANK["serving"]):
+        phase, why = frame_rank, [frame.source, failure.source]
+        note = f"from the traceback: {frame.fields.get('func', 'a frame')} is part of {PHASES[frame_rank].replace('_', ' ')}"
+    elif marker_rank >= 0:
+        phase, why = marker_rank, [marker.source, failure.source]
+        note = "from the last startup line before the failure"
+    else:
+        return
+    out.put("failed_phase", PHASES[phase], why, note)
+
+
+# --- memory -------------------------------------------------------------------------------------
+
+def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -> None:
+    oom = failure if failure is not None and failure.kind == "cuda_oom" else None
+    check = failure if failure is not None and failure.kind == "free_memory_low" else None
+    put_field = _field_putter(out, events)
+    # The failure's own figures first: they describe the moment it broke.
+    for source in (oom, check):
+        if source is None:
+            continue
+        for key in ("gpu_total_gib", "free_gib", "requested_gib", "tried_to_allocate_gib", "this_process_gib",
+                    "allocated_gib", "private_pool_gib", "gpu_memory_utilization"):
+            if key in source.fields:
+                out.put(key, source.fields[key], [source.source])
+    for key, how in (("gpu_total_gib", "first"), ("weights_gib", "max"), ("activation_gib", "max"),
+                     ("non_torch_gib", "max"), ("cuda_graph_gib", "max"), ("kv_cache_gib", "min"),
+                     ("max_concurrency", "min"), ("kv_needed_gib", "first"), ("estimated_max_model_len", "first"),
+                     ("budget_gib", "first"), ("free_gib", "first"), ("requested_gib", "first"),
+                     ("tried_to_allocate_gib", "first")):
+        put_field(key, key, how)
+    _kv_tokens(out, events)
+    _budget(out)
+    if check is not None:
+        total, free = check.fields.get("gpu_total_gib"), check.fields.get("free_gib")
+        if total is not None and free is not None:
+            out.put("other_processes_gib", max(0.0, total - free), [check.source],
+                    "total minus free at startup, before vLLM allocated anything")
+    elif oom is not None:
+        _other_processes_from_oom(out, oom)
+    this = out.value("this_process_gib")
+    total = out.value("gpu_total_gib")
+    if this is not None and total:
+        out.put("oom_self_share", this / total, out.facts["this_process_gib"].evidence)
+
+
+def _field_putter(out: _Facts, events: Sequence[LogEvent]) -> Callable[[str, str, str], None]:
+    def put(fact: str, key: str, how: str) -> None:
+        found = [e for e in events if isinstance(e.fields.get(key), (int, float))
+                 and not isinstance(e.fields.get(key), bool)]
+        if not found:
+            return
+        if how == "first":
+            chosen = found[0]
+        elif how == "max":
+            chosen = max(found, key=lambda e: e.fields[key])
+        else:
+            chosen = min(found, key=lambda e: e.fields[key])
+        ranks = {e.process for e in found}
+        note = None
+        if how in ("max", "min") and len(ranks) > 1:
+            note = f"{'largest' if how == 'max' else 'smallest'} of {len(ranks)} processes"
+        out.put(fact, chosen.fields[key], [chosen.source], note)
+    return put
+
+
+def _kv_tokens(out: _Facts, events: Sequence[LogEvent]) -> None:
+    sized = [e for e in events if e.kind == "kv_cache_size" and "kv_cache_tokens" in e.fields]
+    error = [e for e in events if e.kind == "kv_too_small" and "kv_cache_tokens" in e.fields]
+    blocks = [e for e in events if e.kind == "gpu_blocks" and "gpu_blocks" in e.fields]
+    if sized:
+        smallest = min(sized, key=lambda e: e.fields["kv_cache_tokens"])
+        out.put("kv_cache_tokens", smallest.fields["kv_cache_tokens"], [smallest.source])
+    elif error:
+        out.put("kv_cache_tokens", error[0].fields["kv_cache_tokens"], [error[0].source])
+    if blocks:
+        smallest = min(blocks, key=lambda e: e.fields["gpu_blocks"])
+        out.put("gpu_blocks", smallest.fields["gpu_blocks"], [smallest.source])
+        block_size = out.value("block_size") or DEFAULT_BLOCK_SIZE
+        note = f"{smallest.fields['gpu_blocks']} blocks x {block_size} tokens per block"
+        if out.value("block_size") is None:
+            note += " (vLLM's default block size)"
+        out.put("kv_cache_tokens", smallest.fields["gpu_blocks"] * block_size, [smallest.source], note)
+    sized_ok = [e for e in events if e.kind in ("kv_cache_size", "max_concurrency")]
+    if sized_ok and not any(e.kind in ("kv_too_small", "no_cache_blocks") for e in events):
+        concurrency = out.value("max_concurrency")
+        if concurrency is None or concurrency >= 1.0:
+            out.put("kv_cache_sized", True, [sized_ok[0].source])
+
+
+def _budget(out: _Facts) -> None:
+    total, util = out.value("gpu_total_gib"), out.value("gpu_memory_utilization")
+    if "budget_gib" not in out.facts and total and util:
+        out.put("budget_gib", total * util, out.facts["gpu_total_gib"].evidence + out.facts["gpu_memory_utilization"].evidence,
+                "gpu_memory_utilization x total")
+
+
+def _other_processes_from_oom(out: _Facts, oom: LogEvent) -> None:
+    """Who held the GPU. torch lists this process and every other one, but in a container it may
+    list vLLM itself as "Process N" (the PIDs are the host's): spot that by its size."""
+    usages: list[float] = list(oom.fields.get("process_gib") or [])
+    if "this_process_gib" not in oom.fields and not usages:
+        return                                   # NVML gave nothing: unknown, not zero
+    own = oom.fields.get("this_process_gib")
+    note = None
+    if own is None and usages:
+        allocated = (oom.fields.get("allocated_gib") or 0.0) + (oom.fields.get("unallocated_gib") or 0.0)
+        if allocated:
+            closest = min(usages, key=lambda u: abs(u - allocated))
+            if abs(closest - allocated) <= max(SELF_MATCH_GIB, 0.1 * allocated):
+                usages.remove(closest)
+                own = closest
+                note = (f"torch names no 'this process'; the process holding {closest:.2f} GiB matches what "
+                        f"torch allocated ({allocated:.2f} GiB), so it is vLLM itself seen through a container's PID namespace")
+        if own is not None:
+            out.put("this_process_gib", own, [oom.source], note)
+    others = sum(usages)
+    out.put("other_processes_gib", others, [oom.source], note or (
+        f"{len(usages)} other process(es) named in the OOM text" if usages else "the OOM text names no other process"))
+    out.put("other_processes", len(usages), [oom.source])
+
+
+# --- serving ------------------------------------------------------------------------------------
+
+def _minutes(stamps: Sequence[str]) -> float | None:
+    keys = [k for k in (_stamp_seconds(s) for s in stamps) if k is not None]
+    if len(keys) < 2:
+        return None
+    span = max(keys) - min(keys)
+    return span / 60.0 if span > 0 else None
+
+
+def _stamp_seconds(stamp: str) -> int | None:
+    m = regex.search(r"(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)", stamp)
+    if not m:
+        return None
+    month, day, h, mi, s = (int(g) for g in m.groups())
+    return (((month * 31 + day) * 24 + h) * 60 + mi) * 60 + s
+
+
+def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
+    up = [e for e in events if e.kind in ("server_up", "engine_ready")]
+    stats = [e for e in events if e.kind == "stats"]
+    requests = [e for e in events if e.kind == "request"]
+    if up or stats:
+        out.put("server_up", True, [(up or stats)[0].source])
+    if requests:
+        out.put("requests_seen", len(requests), [requests[0].source])
+    if stats:
+        out.put("stats_lines", len(stats), [stats[0].source])
+        usage = [e for e in stats if "kv_usage" in e.fields]
+        if usage:
+            top = max(usage, key=lambda e: e.fields["kv_usage"])
+            out.put("kv_cache_usage_max", top.fields["kv_usage"], [top.source])
+            out.put("kv_cache_usage_mean", sum(e.fields["kv_usage"] for e in usage) / len(usage),
+                    [usage[0].source, usage[-1].source], f"mean of {len(usage)} stats lines")
+            saturated = [e for e in usage if e.fields["kv_usage"] >= 0.95]
+            out.put("saturated_intervals", len(saturated), [e.source for e in saturated])
+            busy = [e.fields["running"] for e in saturated if "running" in e.fields]
+            if busy:
+                busy.sort()
+                out.put("running_at_saturation", busy[len(busy) // 2], [saturated[0].source],
+                        f"median over {len(busy)} saturated intervals")
+        for key, fact in (("waiting", "waiting_max"), ("running", "running_max"), ("swapped", "swapped_max")):
+            having = [e for e in stats if key in e.fields]
+            if having:
+                top = max(having, key=lambda e: e.fields[key])
+                out.put(fact, top.fields[key], [top.source])
+    _preemptions(out, events, stats)
+
+
+def _preemptions(out: _Facts, events: Sequence[LogEvent], stats: Sequence[LogEvent]) -> None:
+    """V0 logs a running total on every 50th preemption; V1 (0.11.1+) a count per stats interval."""
+    warnings = [e for e in events if e.kind == "preemption"]
+    interval = [e for e in stats if e.fields.get("preemptions")]
+    total = 0
+    evidence: list[SourceRef] = []
+    notes = []
+    rates: list[tuple[int, float]] = []          # (preemptions, minutes) measured inside the log
+    if warnings:
+        out.put("preemption_warnings", len(warnings), [w.source for w in warnings])
+        counted = [w for w in warnings if "cumulative_preemptions" in w.fields]
+        if counted:
+            top = max(counted, key=lambda w: w.fields["cumulative_preemptions"])
+            low = min(counted, key=lambda w: w.fields["cumulative_preemptions"])
+            total += top.fields["cumulative_preemptions"]
+            evidence.append(top.source)
+            notes.append("V0's cumulative counter (it logs every 50th preemption)")
+            minutes = _minutes([t for t in (low.timestamp, top.timestamp) if t])
+            if minutes and top is not low:
+                rates.append((top.fields["cumulative_preemptions"] - low.fields["cumulative_preemptions"], minutes))
+        else:
+            total += len(warnings)
+            evidence.extend(w.source for w in warnings)
+            notes.append("count of preemption warnings")
+        mode = warnings[-1].fields.get("preemption_mode")
+        if mode:
+            out.put("preemption_mode", str(mode).upper(), [warnings[-1].source])
+    if interval:
+        total += sum(e.fields["preemptions"] for e in interval)
+        evidence.extend(e.source for e in interval)
+        notes.append(f"sum of 'Preemptions:' over {len(interval)} stats intervals")
+        minutes = _minutes([e.timestamp for e in stats if e.timestamp])
+        if minutes:
+            # each stats line covers the interval before it, so the window is one interval longer
+            rates.append((sum(e.fields["preemptions"] for e in interval), minutes * len(stats) / max(1, len(stats) - 1)))
+    if warnings or interval:
+        out.put("preemptions", total, evidence, "; ".join(notes))
+    serving = [e.timestamp for e in events if e.kind in ("stats", "preemption", "request") and e.timestamp]
+    window = _minutes(serving)
+    if window:
+        out.put("serving_minutes", window, [])
+    if rates:
+        count = sum(r[0] for r in rates)
+        minutes = max(r[1] for r in rates)
+        out.put("preemption_rate_per_min", count / minutes, evidence[:2],
+                f"{count} preemptions within {minutes:.1f} minutes of log")

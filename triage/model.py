@@ -1,0 +1,172 @@
+"""The types passed between pipeline stages.
+
+sources -> parse (LogEvent) -> facts (Fact) -> rules (Finding, RuledOut) -> Report.
+Everything here is a frozen dataclass so stages stay pure: they take these in and give these out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+# The phases of a vLLM startup, in the order they happen. A failure's phase is evidence.
+PHASES: tuple[str, ...] = (
+    "initialization",       # process and device set-up, the free-memory check, NCCL init
+    "loading_weights",
+    "memory_profiling",
+    "kv_cache_allocation",
+    "cuda_graph_capture",   # graph capture and warm-up, after the KV cache was sized
+    "serving",
+)
+PHASE_RANK: Mapping[str, int] = {p: i for i, p in enumerate(PHASES)}
+
+VERDICTS: tuple[str, ...] = (
+    "weights_dont_fit",
+    "kv_cache_too_small",
+    "external_pressure",
+    "preemption_slowdown",
+    "healthy",
+    "other_failure",
+    "inconclusive",
+)
+CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRef:
+    """Where a piece of evidence came from: input name, 1-based line, the (cleaned, redacted) text."""
+
+    path: str
+    line: int
+    text: str
+    span: tuple[int, int] | None = None  # the matched part of `text`, for highlighting
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """One recognised log record: a signature matched it and pulled out typed fields."""
+
+    kind: str
+    signature: str
+    fields: Mapping[str, Any]
+    process: str | None          # e.g. "EngineCore_DP0 pid=12473", "rank1"
+    level: str | None            # INFO, WARNING, ERROR, ...
+    timestamp: str | None        # vLLM's "MM-DD HH:MM:SS" (no year) or the wrapper's ISO time
+    source: SourceRef
+    seq: int                     # position in the merged incident stream
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A named observation with the lines that support it. Absent facts are simply not there."""
+
+    name: str
+    value: Any
+    unit: str | None = None
+    evidence: tuple[SourceRef, ...] = ()
+    note: str | None = None      # how it was derived, when not read verbatim
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A decision-tree node that fired, with its explanation filled from facts."""
+
+    rule_id: str
+    title: str
+    verdict: str | None
+    confidence: str | None
+    summary: str
+    why: str
+    references: tuple[str, ...]
+    facts: tuple[str, ...]
+    evidence: tuple[SourceRef, ...]
+    path: tuple[str, ...]        # decision-tree path, root first
+
+
+@dataclass(frozen=True, slots=True)
+class RuledOut:
+    """A verdict class that was not chosen, and the fact that rules it out."""
+
+    verdict: str
+    reason: str
+    facts: tuple[str, ...]
+    evidence: tuple[SourceRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """One documented remedy. `flag`/`value` are set when it is a vLLM flag with a computed number."""
+
+    action: str                  # one line a human reads
+    why: str
+    flag: str | None = None
+    value: Any = None
+    also_set: Mapping[str, Any] = field(default_factory=dict)   # further flags this fix changes together
+    computed_from: tuple[str, ...] = ()
+    reference: str | None = None
+    checked: bool = False        # re-checked against the capacity model
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageGroup:
+    """Unrecognised WARNING/ERROR lines that share a shape, so nothing silent hides."""
+
+    level: str
+    template: str
+    count: int
+    example: SourceRef
+
+
+@dataclass(frozen=True, slots=True)
+class InputSummary:
+    """How much of one input was read and understood."""
+
+    path: str
+    kind: str                    # "log" | "metrics"
+    lines_read: int
+    lines_recognised: int
+    vllm_lines: int              # lines that carry vLLM's logger prefix or a vLLM signature
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """The verdict for one startup attempt (or for the metrics alone)."""
+
+    verdict: str
+    confidence: str
+    rule_path: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    ruled_out: tuple[RuledOut, ...]
+    fixes: tuple[Fix, ...]
+    facts: Mapping[str, Fact]
+    not_evaluated: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSummary:
+    """One startup attempt found in the log, with its own verdict."""
+
+    index: int
+    first: SourceRef | None
+    last: SourceRef | None
+    verdict: str
+    failed_phase: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Everything a renderer needs, and nothing it would have to compute."""
+
+    schema_version: int
+    tool_version: str
+    diagnosis: Diagnosis                   # of the last attempt: the one the engineer is looking at
+    attempts: tuple[AttemptSummary, ...]
+    same_failure_attempts: int             # how many attempts ended with the same verdict as the last
+    inputs: tuple[InputSummary, ...]
+    unrecognised: tuple[CoverageGroup, ...]
+    command: str | None = None             # the first fix as a ready-to-paste command line
+    redactions: Mapping[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,105 @@
+"""The whole pipeline in one place: sources -> parse -> facts -> rules -> findings -> report.
+
+Only `sources` touches files; everything else here is a function of what it is given.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from . import __version__
+from .engine import diagnose
+from .facts import FACTS, extract_facts
+from .logparse import Attempt, ParsedInput, merge_events, parse_log, split_attempts
+from .metricfacts import extract_metric_facts, merge_facts
+from .metricparse import MetricSample
+from .model import AttemptSummary, CoverageGroup, Diagnosis, Fact, InputSummary, LogEvent, Report
+from .redact import Redactor
+from .ruleset import RuleSet
+from .signatures import SignatureSet
+from .sources import LogInput, iter_lines
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """The loaded data the pipeline runs on."""
+
+    rules: RuleSet
+    signatures: SignatureSet
+
+
+def parse_inputs(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor) -> list[ParsedInput]:
+    parsed = []
+    seq = 0
+    for inp in inputs:
+        result = parse_log(inp.name, iter_lines(inp), kit.signatures, redactor, seq_start=seq)
+        seq += len(result.events)
+        if inp.warnings:
+            result.summary = dataclasses.replace(result.summary, warnings=tuple(inp.warnings))
+        parsed.append(result)
+    return parsed
+
+
+def _resequenced(events: list[LogEvent]) -> list[LogEvent]:
+    """Merged events get positions in incident order, which is what `seq` compares."""
+    return [dataclasses.replace(e, seq=i) if e.seq != i else e for i, e in enumerate(events)]
+
+
+def diagnose_attempts(attempts: list[Attempt], kit: Toolkit, log_vllm_lines: int | None,
+                      metric_facts: dict[str, Fact] | None = None) -> list[Diagnosis]:
+    """One diagnosis per attempt. Metrics describe the server as it is now: the last attempt."""
+    results = []
+    earlier: list[LogEvent] = []
+    for index, attempt in enumerate(attempts):
+        facts = extract_facts(attempt.events, kit.signatures, earlier)
+        if log_vllm_lines is not None:
+            facts["vllm_lines"] = Fact("vllm_lines", log_vllm_lines, FACTS["vllm_lines"].unit)
+        if metric_facts and index == len(attempts) - 1:
+            facts = merge_facts(facts, metric_facts)
+        results.append(diagnose(kit.rules, facts))
+        earlier.extend(attempt.events)
+    return results
+
+
+def metrics_input(path: str, samples: Sequence[MetricSample], lines: int) -> InputSummary:
+    vllm = sum(1 for s in samples if s.name.startswith("vllm:"))
+    return InputSummary(path=path, kind="metrics", lines_read=lines, lines_recognised=vllm, vllm_lines=vllm)
+
+
+def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor,
+                 metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = ()) -> Report:
+    """Diagnose every attempt; the report leads with the last one, the one on call cares about."""
+    events = _resequenced(merge_events([p.events for p in parsed]))
+    attempts = split_attempts(events, kit.signatures)
+    vllm_lines = sum(p.summary.vllm_lines for p in parsed) if parsed else None
+    metric_facts = extract_metric_facts(metric_samples) if metric_samples or metric_inputs else None
+    diagnoses = diagnose_attempts(attempts, kit, vllm_lines, metric_facts)
+    last = diagnoses[-1]
+    summaries = tuple(
+        AttemptSummary(index=a.index, first=a.events[0].source if a.events else None,
+                       last=a.events[-1].source if a.events else None, verdict=d.verdict,
+                       failed_phase=(d.facts["failed_phase"].value if "failed_phase" in d.facts else None))
+        for a, d in zip(attempts, diagnoses))
+    same = sum(1 for d in diagnoses if d.verdict == last.verdict)
+    unrecognised: list[CoverageGroup] = sorted((g for p in parsed for g in p.unrecognised),
+                                               key=lambda g: (-g.count, g.example.path, g.example.line))
+    warnings = tuple(w for p in parsed for w in p.summary.warnings)
+    return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=summaries,
+                  same_failure_attempts=same, inputs=tuple(p.summary for p in parsed) + tuple(metric_inputs),
+                  unrecognised=tuple(unrecognised), command=command_line(last), redactions=dict(redactor.counts),
+                  warnings=warnings)
+
+
+def command_line(diagnosis: Diagnosis) -> str | None:
+    """The first fix that changes flags, as a `vllm serve` line to paste."""
+    fix = next((f for f in diagnosis.fixes if f.flag and f.value is not None), None)
+    if fix is None:
+        return None
+    model = diagnosis.facts["model"].value if "model" in diagnosis.facts else "<model>"
+    parts = ["vllm", "serve", str(model)]
+    for flag, value in ((fix.flag, fix.value), *fix.also_set.items()):
+        parts.append(flag if value is True else f"{flag} {value}")
+    return " ".join(parts)

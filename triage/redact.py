@@ -1,0 +1,94 @@
+"""Keep secrets that vLLM logs (API keys in its args, Hugging Face tokens, bearer headers, URL
+passwords, cloud keys) out of every report, and count what was hidden.
+
+Redaction happens once, when evidence text is captured, so no renderer can leak what it never saw.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable, Mapping
+
+import regex
+
+MASK = "***"
+
+# (kind, pattern). The group named `secret` is what gets masked; the rest of the match stays.
+_PATTERNS: tuple[tuple[str, Any], ...] = (
+    ("url_password", regex.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@'\"]+:(?P<secret>[^@\s/'\"]+)@")),
+    ("bearer_token", regex.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})")),
+    ("api_key", regex.compile(
+        r"(?i)(?:\bapi[_-]?key\b|--api-key)['\"]?\s*(?:=|:|\s)\s*\[?\s*['\"]?(?P<secret>(?!\*\*\*|None\b)[^'\"\s,)\]}]{4,})")),
+    ("hf_token", regex.compile(
+        r"(?i)(?:\bhf_token\b|\bHUGGING_FACE_HUB_TOKEN\b|\bHF_TOKEN\b)['\"]?\s*(?:=|:)\s*['\"]?(?P<secret>(?!\*\*\*|None\b|True\b|False\b)[^'\"\s,)}]{4,})")),
+    ("hf_token", regex.compile(r"\b(?P<secret>hf_[A-Za-z0-9]{20,})\b")),
+    ("openai_key", regex.compile(r"\b(?P<secret>sk-[A-Za-z0-9_-]{16,})")),
+    ("aws_key", regex.compile(r"\b(?P<secret>(?:AKIA|ASIA)[0-9A-Z]{16})\b")),
+    ("aws_key", regex.compile(r"(?i)\baws_secret_access_key\b['\"]?\s*(?:=|:)\s*['\"]?(?P<secret>[A-Za-z0-9/+=]{20,})")),
+    ("password", regex.compile(
+        r"(?i)\b(?:password|passwd|secret|access_token|auth_token|token)\b['\"]?\s*(?:=|:)\s*['\"]?(?P<secret>(?!\*\*\*|None\b|True\b|False\b)[^'\"\s,)}]{4,})")),
+)
+_QUICK = regex.compile(r"(?i)key|token|hf_|sk-|bearer|://[^\s]*@|AKIA|ASIA|passw|secret")
+
+
+class Redactor:
+    """Masks secrets; `counts` says which kinds were hidden and how often."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.counts: Counter[str] = Counter()
+
+    def redact_mapped(self, text: str) -> tuple[str, Callable[[int], int]]:
+        """Redact `text`; also return a function mapping offsets in `text` to offsets in the result."""
+        if not self.enabled or not _QUICK.search(text):
+            return text, lambda pos: pos
+        cuts: list[tuple[int, int]] = []
+        for kind, pattern in _PATTERNS:
+            for m in pattern.finditer(text):
+                start, end = m.span("secret")
+                if any(s < end and start < e for s, e in cuts):
+                    continue
+                cuts.append((start, end))
+                self.counts[kind] += 1
+        if not cuts:
+            return text, lambda pos: pos
+        cuts.sort()
+        out, shifts, last = [], [], 0
+        for start, end in cuts:
+            out.append(text[last:start])
+            out.append(MASK)
+            shifts.append((start, end, len(MASK) - (end - start)))
+            last = end
+        out.append(text[last:])
+
+        def mapper(pos: int) -> int:
+            delta = 0
+            for start, end, change in shifts:
+                if pos >= end:
+                    delta += change
+                elif pos > start:
+                    return start + delta + min(pos - start, len(MASK))
+            return pos + delta
+        return "".join(out), mapper
+
+    def text(self, text: str) -> str:
+        return self.redact_mapped(text)[0]
+
+    def fields(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: self.text(v) if isinstance(v, str) else v for k, v in fields.items()}
+
+
+def clip(text: str, span: tuple[int, int] | None, limit: int) -> tuple[str, tuple[int, int] | None]:
+    """Shorten `text` to about `limit` characters around `span`, marking cuts with an ellipsis."""
+    if len(text) <= limit:
+        return text, span
+    start, end = span if span else (0, 0)
+    room = max(0, limit - (end - start))
+    left = max(0, start - room // 3)
+    right = min(len(text), max(end, left + limit))
+    head = "…" if left > 0 else ""
+    tail = "…" if right < len(text) else ""
+    clipped = head + text[left:right] + tail
+    if span is None:
+        return clipped, None
+    shift = len(head) - left
+    return clipped, (start + shift, min(end, right) + shift)

@@ -1,0 +1,15 @@
+"""Renderers: one function per output format, each reading only the Report."""
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from ..model import Report
+from .json import render_json
+from .text import render_text
+
+Renderer = Callable[..., str]
+
+RENDERERS: Mapping[str, Renderer] = {
+    "text": render_text,
+    "json": render_json,
+}

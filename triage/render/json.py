@@ -1,0 +1,75 @@
+"""The JSON contract (docs/json-contract.md, docs/report.schema.json). Bump SCHEMA_VERSION on any breaking change."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..model import CoverageGroup, Fact, Finding, Fix, Report, RuledOut, SourceRef
+
+
+def _ref(ref: SourceRef) -> dict[str, Any]:
+    out: dict[str, Any] = {"source": ref.path, "line": ref.line, "text": ref.text}
+    if ref.span is not None:
+        out["match"] = list(ref.span)
+    return out
+
+
+def _fact(fact: Fact) -> dict[str, Any]:
+    out: dict[str, Any] = {"value": fact.value}
+    if fact.unit:
+        out["unit"] = fact.unit
+    if fact.note:
+        out["note"] = fact.note
+    out["evidence"] = [_ref(r) for r in fact.evidence]
+    return out
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    return {"rule": f.rule_id, "title": f.title, "verdict": f.verdict, "confidence": f.confidence,
+            "summary": f.summary, "why": f.why, "path": list(f.path), "facts": list(f.facts),
+            "evidence": [_ref(r) for r in f.evidence], "references": list(f.references)}
+
+
+def _ruled_out(r: RuledOut) -> dict[str, Any]:
+    return {"verdict": r.verdict, "reason": r.reason, "facts": list(r.facts), "evidence": [_ref(e) for e in r.evidence]}
+
+
+def _fix(f: Fix) -> dict[str, Any]:
+    return {"flag": f.flag, "value": f.value, "why": f.why, "action": f.action, "also_set": dict(f.also_set),
+            "computed_from": list(f.computed_from), "reference": f.reference, "checked": f.checked}
+
+
+def _group(g: CoverageGroup) -> dict[str, Any]:
+    return {"level": g.level, "count": g.count, "template": g.template, "example": _ref(g.example)}
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    d = report.diagnosis
+    lead = d.findings[0] if d.findings else None
+    return {
+        "schema_version": report.schema_version,
+        "tool": {"name": "vtriage", "version": report.tool_version},
+        "verdict": d.verdict,
+        "confidence": d.confidence,
+        "summary": lead.summary if lead else None,
+        "rule_path": list(d.rule_path),
+        "attempts": [{"index": a.index, "verdict": a.verdict, "failed_phase": a.failed_phase,
+                      "first": _ref(a.first) if a.first else None, "last": _ref(a.last) if a.last else None}
+                     for a in report.attempts],
+        "same_failure_attempts": report.same_failure_attempts,
+        "findings": [_finding(f) for f in d.findings],
+        "ruled_out": [_ruled_out(r) for r in d.ruled_out],
+        "fixes": [_fix(f) for f in d.fixes],
+        "command": report.command,
+        "inputs": [{"path": i.path, "kind": i.kind, "lines_read": i.lines_read, "lines_recognised": i.lines_recognised,
+                    "vllm_lines": i.vllm_lines, "warnings": list(i.warnings)} for i in report.inputs],
+        "unrecognised": [_group(g) for g in report.unrecognised],
+        "facts": {name: _fact(d.facts[name]) for name in sorted(d.facts)},
+        "not_evaluated": list(d.not_evaluated),
+        "redactions": dict(sorted(report.redactions.items())),
+        "warnings": list(report.warnings),
+    }
+
+
+def render_json(report: Report, **_: Any) -> str:
+    return json.dumps(report_dict(report), indent=2, ensure_ascii=False, default=str) + "\n"

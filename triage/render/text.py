@@ -1,0 +1,102 @@
+"""Terminal text: the verdict, why, the lines that prove it, and the fix, readable in ten seconds."""
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from ..model import Report, SourceRef
+
+_COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+_VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
+MAX_EVIDENCE_LINES = 6
+MAX_TEXT = 160
+
+
+class _Style:
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def __call__(self, text: str, *names: str) -> str:
+        if not self.color or not names:
+            return text
+        codes = ";".join(_COLOURS[n] for n in names)
+        return f"\x1b[{codes}m{text}\x1b[0m"
+
+
+def _line(ref: SourceRef, style: _Style) -> str:
+    text = ref.text.strip()
+    if ref.span and style.color:
+        start, end = ref.span
+        start, end = max(0, start), min(len(ref.text), end)
+        raw = ref.text
+        text = (raw[:start] + style(raw[start:end], "bold") + raw[end:]).strip()
+        visible = len(raw.strip())
+    else:
+        visible = len(text)
+    if visible > MAX_TEXT and not style.color:
+        text = text[:MAX_TEXT - 1] + "…"
+    return f"  {style(ref.where(), 'cyan')}  {text}"
+
+
+def render_text(report: Report, color: bool = False, **_: Any) -> str:
+    s = _Style(color)
+    d = report.diagnosis
+    out: list[str] = []
+    lead = d.findings[0] if d.findings else None
+    title = d.verdict.upper().replace("_", " ")
+    out.append(s(f"{title}", "bold", _VERDICT_COLOUR.get(d.verdict, "red")) + s(f"  ({d.confidence} confidence)", "dim"))
+    if lead:
+        out.extend(textwrap.wrap(lead.summary, 100))
+        if lead.why:
+            out.extend(s(line, "dim") for line in textwrap.wrap(lead.why, 100))
+    if lead and lead.evidence:
+        out.append("")
+        out.append(s("Evidence", "bold"))
+        for ref in lead.evidence[:MAX_EVIDENCE_LINES]:
+            out.append(_line(ref, s))
+        if len(lead.evidence) > MAX_EVIDENCE_LINES:
+            out.append(s(f"  … {len(lead.evidence) - MAX_EVIDENCE_LINES} more in --format json", "dim"))
+    if d.fixes:
+        out.append("")
+        out.append(s("Fix", "bold"))
+        for i, fix in enumerate(d.fixes, 1):
+            mark = "" if fix.checked or fix.value is None else s(" (unchecked)", "dim")
+            out.append(f"  {i}. {s(fix.action, 'bold')}{mark}")
+            out.extend("     " + w for w in textwrap.wrap(fix.why, 96))
+        if report.command:
+            out.append("")
+            out.append("  " + s(report.command, "green"))
+        refs = sorted({f.reference for f in d.fixes if f.reference})
+        for ref in refs:
+            out.append(s(f"  docs: {ref}", "dim"))
+    others = d.findings[1:]
+    if others:
+        out.append("")
+        out.append(s("Also seen", "bold"))
+        for f in others:
+            out.append(f"  - {f.title}: {f.summary}")
+    if d.ruled_out:
+        out.append("")
+        out.append(s("Ruled out", "bold"))
+        width = max(len(r.verdict) for r in d.ruled_out)
+        for r in d.ruled_out:
+            out.append(f"  {r.verdict.ljust(width)}  {r.reason}")
+    out.append("")
+    if len(report.attempts) > 1:
+        out.append(f"Attempts: {len(report.attempts)} startups in this log; this is the last. "
+                   f"{report.same_failure_attempts} of {len(report.attempts)} ended as {d.verdict}.")
+    for inp in report.inputs:
+        out.append(s(f"Read {inp.path}: {inp.lines_read:,} lines, {inp.lines_recognised:,} recognised, "
+                     f"{inp.vllm_lines:,} from vLLM.", "dim"))
+    if report.unrecognised:
+        total = sum(g.count for g in report.unrecognised)
+        out.append(s(f"{total:,} WARNING/ERROR line(s) in {len(report.unrecognised)} group(s) were not recognised; "
+                     "the largest:", "dim"))
+        for g in report.unrecognised[:3]:
+            out.append(s(f"  {g.count:>5} x {g.level} {g.template[:100]}  ({g.example.where()})", "dim"))
+    if report.redactions:
+        hidden = ", ".join(f"{n} {k}" for k, n in sorted(report.redactions.items()))
+        out.append(s(f"Redacted: {hidden} (--no-redact shows them).", "dim"))
+    for w in report.warnings:
+        out.append(s(f"warning: {w}", "yellow"))
+    return "\n".join(out) + "\n"

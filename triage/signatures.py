@@ -1,0 +1,245 @@
+"""Log signatures: data files that say which lines matter and which figures to pull out of them.
+
+Each signature is a literal `anchor` (a cheap prefilter every match contains), a `regex` searched in
+the message, typed `fields`, and `samples`: whole raw lines it must match (the tests run them all).
+A signature may also say which startup phase its line belongs to, or that it states a failure.
+"""
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import regex
+
+from .errors import RuleError
+from .model import PHASES
+
+MATCH_TIMEOUT_S = 0.25      # a pathological user regex must not hang the tool
+
+_SIZE_UNITS = {"bytes": 1 / 2**30, "b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 2**10, "gib": 1.0, "tib": 1024.0,
+               "kb": 1 / 2**20, "mb": 1 / 2**10, "gb": 1.0}
+
+
+def _to_int(text: str) -> int:
+    return int(text.replace(",", "").replace("_", ""))
+
+
+def _to_float(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _to_size_gib(text: str) -> float:
+    """'896.00 MiB' -> 0.875. vLLM's and torch's 'GB' are computed with 2**30, so GB counts as GiB."""
+    number, _, unit = text.strip().partition(" ")
+    unit = unit.strip().lower() or "gib"
+    if unit not in _SIZE_UNITS:
+        raise ValueError(f"unknown size unit {unit!r}")
+    return float(number.replace(",", "")) * _SIZE_UNITS[unit]
+
+
+def _to_percent(text: str) -> float:
+    return float(text.rstrip("%").replace(",", "")) / 100.0
+
+
+def _to_bool(text: str) -> bool:
+    return text.strip().lower() in ("true", "1", "yes")
+
+
+def _to_str(text: str) -> str:
+    return text.strip().strip("'\"")
+
+
+FIELD_TYPES: Mapping[str, Callable[[str], Any]] = {
+    "int": _to_int, "float": _to_float, "size_gib": _to_size_gib, "percent": _to_percent,
+    "bool": _to_bool, "str": _to_str,
+}
+_SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "phase_done", "failure", "weak",
+                   "samples", "also", "catch_all", "versions", "note"}
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    id: str
+    kind: str
+    anchor: str
+    pattern: Any                      # compiled `regex` pattern
+    fields: Mapping[str, str]         # field name -> type name ("size_gib[]" collects every capture)
+    sets: Mapping[str, Any]           # constant fields every match carries (e.g. engine = "v1")
+    phase: str | None
+    phase_done: bool
+    failure: str | None
+    weak: bool                        # a weak phase hint (traceback frames shared by several phases)
+    catch_all: bool                   # only counts when no other signature matched the line
+    samples: tuple[str, ...]
+    also: tuple[str, ...]
+    versions: str
+    origin: str                       # file it came from, for messages
+
+    def extract(self, message: str) -> tuple[dict[str, Any], tuple[int, int]] | None:
+        """Search `message`; return typed fields and the matched span, or None."""
+        try:
+            m = self.pattern.search(message, timeout=MATCH_TIMEOUT_S)
+        except TimeoutError:
+            return None
+        if m is None:
+            return None
+        out: dict[str, Any] = dict(self.sets)
+        for name, type_name in self.fields.items():
+            try:
+                if type_name.endswith("[]"):
+                    convert = FIELD_TYPES[type_name[:-2]]
+                    values = [convert(raw) for raw in m.captures(name) if raw]
+                    if values:
+                        out[name] = values
+                    continue
+                raw = m.group(name)
+                if raw is None or raw == "":
+                    continue
+                out[name] = FIELD_TYPES[type_name](raw)
+            except (ValueError, OverflowError):
+                continue  # a mangled number is unknown, not zero
+        return out, m.span()
+
+
+class SignatureSet:
+    """All signatures, with a prefilter so most lines cost one search."""
+
+    def __init__(self, signatures: Iterable[Signature]) -> None:
+        self.signatures: tuple[Signature, ...] = tuple(signatures)
+        self.by_id = {s.id: s for s in self.signatures}
+        self._order = {s.id: i for i, s in enumerate(self.signatures)}
+        anchors: dict[str, list[Signature]] = {}
+        for sig in self.signatures:
+            anchors.setdefault(sig.anchor, []).append(sig)
+        self._by_anchor = anchors
+        # Longest first so overlapping anchors are all tried; the prefilter only says "maybe".
+        alternation = "|".join(regex.escape(a) for a in sorted(anchors, key=len, reverse=True))
+        self._prefilter = regex.compile(alternation) if alternation else None
+
+    def match(self, message: str) -> list[tuple[Signature, dict[str, Any], tuple[int, int]]]:
+        """Every signature that matches `message`, in file order."""
+        if self._prefilter is None or not self._prefilter.search(message):
+            return []
+        hits = []
+        for anchor, sigs in self._by_anchor.items():
+            if anchor in message:
+                for sig in sigs:
+                    got = sig.extract(message)
+                    if got is not None:
+                        hits.append((sig, got[0], got[1]))
+        if len(hits) > 1:
+            specific = [h for h in hits if not h[0].catch_all]
+            if specific:
+                hits = specific
+            hits.sort(key=lambda h: self._order[h[0].id])
+        return hits
+
+
+def default_signature_dir() -> Path:
+    return Path(str(resources.files("triage.rules_data") / "signatures"))
+
+
+def load_signatures(directory: Path | None = None) -> SignatureSet:
+    """Load and validate every `*.toml` in the signatures directory."""
+    directory = directory or default_signature_dir()
+    files = sorted(Path(directory).glob("*.toml"))
+    if not files:
+        raise RuleError(str(directory), "signatures", "no *.toml signature files found",
+                        "point --rules at a directory holding signatures/*.toml")
+    sigs: list[Signature] = []
+    seen: dict[str, str] = {}
+    for path in files:
+        for sig in _load_file(path):
+            if sig.id in seen:
+                raise RuleError(str(path), f"signature {sig.id}.id", f"duplicate id (also in {seen[sig.id]})",
+                                "give each signature a unique id")
+            seen[sig.id] = str(path)
+            sigs.append(sig)
+    for sig in sigs:
+        for other in sig.also:
+            if other not in seen:
+                raise RuleError(sig.origin, f"signature {sig.id}.also", f"unknown signature {other!r}",
+                                _did_you_mean(other, seen))
+    return SignatureSet(sigs)
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+def _load_file(path: Path) -> list[Signature]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError(str(path), "(file)", f"not valid TOML: {exc}", "check quoting; regexes go in '''literal''' strings") from None
+    unknown = set(data) - {"signature"}
+    if unknown:
+        raise RuleError(str(path), sorted(unknown)[0], "unknown top-level key", "a signature file holds [[signature]] tables only")
+    entries = data.get("signature", [])
+    if not isinstance(entries, list):
+        raise RuleError(str(path), "signature", "must be an array of tables", "write [[signature]]")
+    return [_parse_signature(path, i, entry) for i, entry in enumerate(entries)]
+
+
+def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
+    where = str(path)
+    if not isinstance(entry, dict):
+        raise RuleError(where, f"signature[{index}]", "must be a table")
+    ident = entry.get("id")
+    key = f"signature {ident}" if isinstance(ident, str) else f"signature[{index}]"
+    for name in entry:
+        if name not in _SIGNATURE_KEYS:
+            raise RuleError(where, f"{key}.{name}", "unknown key", _did_you_mean(name, _SIGNATURE_KEYS)
+                            or f"known keys: {', '.join(sorted(_SIGNATURE_KEYS))}")
+    for required in ("id", "kind", "anchor", "regex", "samples"):
+        if required not in entry:
+            raise RuleError(where, f"{key}.{required}", "missing required key")
+    for name in ("id", "kind", "anchor", "regex"):
+        if not isinstance(entry[name], str) or not entry[name]:
+            raise RuleError(where, f"{key}.{name}", "must be a non-empty string")
+    try:
+        pattern = regex.compile(entry["regex"])
+    except regex.error as exc:
+        pos = f" at position {exc.pos}" if getattr(exc, "pos", None) is not None else ""
+        raise RuleError(where, f"{key}.regex", f"bad regular expression{pos}: {exc.msg if hasattr(exc, 'msg') else exc}",
+                        "regexes use Python `regex` syntax; write them in '''literal''' strings") from None
+    fields = entry.get("fields", {})
+    if not isinstance(fields, dict):
+        raise RuleError(where, f"{key}.fields", "must be a table of name = type")
+    for fname, ftype in fields.items():
+        if not isinstance(ftype, str) or ftype.removesuffix("[]") not in FIELD_TYPES:
+            raise RuleError(where, f"{key}.fields.{fname}", f"unknown type {ftype!r}",
+                            f"one of {', '.join(sorted(FIELD_TYPES))}")
+        if fname not in pattern.groupindex:
+            raise RuleError(where, f"{key}.fields.{fname}", "the regex has no group of that name",
+                            f"add (?P<{fname}>...) to the regex")
+    sets = entry.get("sets", {})
+    if not isinstance(sets, dict):
+        raise RuleError(where, f"{key}.sets", "must be a table of name = constant value")
+    phase = entry.get("phase")
+    if phase is not None and phase not in PHASES:
+        raise RuleError(where, f"{key}.phase", f"unknown phase {phase!r}", f"one of {', '.join(PHASES)}")
+    samples = entry["samples"]
+    if not isinstance(samples, list) or not samples or not all(isinstance(s, str) for s in samples):
+        raise RuleError(where, f"{key}.samples", "must be a non-empty list of sample lines",
+                        "add at least one real line this signature must match")
+    for i, sample in enumerate(samples):
+        if entry["anchor"] not in sample:
+            raise RuleError(where, f"{key}.samples[{i}]", f"does not contain the anchor {entry['anchor']!r}",
+                            "the anchor must be a literal part of every line the signature matches")
+    for flag in ("phase_done", "weak", "catch_all"):
+        if flag in entry and not isinstance(entry[flag], bool):
+            raise RuleError(where, f"{key}.{flag}", "must be true or false")
+    also = entry.get("also", [])
+    if not isinstance(also, list):
+        raise RuleError(where, f"{key}.also", "must be a list of signature ids")
+    return Signature(
+        id=entry["id"], kind=entry["kind"], anchor=entry["anchor"], pattern=pattern, fields=dict(fields), sets=dict(sets),
+        phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=entry.get("failure"),
+        weak=bool(entry.get("weak", False)), catch_all=bool(entry.get("catch_all", False)), samples=tuple(samples), also=tuple(also),
+        versions=str(entry.get("versions", "")), origin=where)
