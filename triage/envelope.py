@@ -42,7 +42,7 @@ _GLUED = regex.compile(
     r"(?<=\S)(?=(?:\([^()]*?pid=\d+[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,])")
 # Lines that begin a record of their own, as opposed to the tail of a line a terminal wrapped.
 _RECORD_START = regex.compile(
-    r"^(?:\s|Traceback |During handling|The above exception|[\w.]+(?:Error|Exception|Warning|Exit)\b"
+    r"^(?:\s\s|\t|Traceback |During handling|The above exception|[\w.]+(?:Error|Exception|Warning|Exit)\b"
     r"|Process \w+:|INFO|WARNING|ERROR|DEBUG|CRITICAL|\[|\(|#|$)")
 
 

@@ -77,10 +77,6 @@ def _spans_boundary(hits, boundary: int) -> bool:
     return any(start < boundary < end for _, _, (start, end) in hits)
 
 
-def _ends_at(hits, end_of_line: int) -> bool:
-    return any(end >= end_of_line for _, _, (_, end) in hits)
-
-
 def parse_log(name: str, lines: Iterable[tuple[int, str]], signatures: SignatureSet, redactor: Redactor,
               seq_start: int = 0) -> ParsedInput:
     """Recognise every line of one log; the result keeps the order of the file."""
@@ -119,10 +115,10 @@ def parse_log(name: str, lines: Iterable[tuple[int, str]], signatures: Signature
         message = rec.message
         last_line = rec.line
         hits = signatures.match(message) if message else []
-        # A terminal or pager may have wrapped a long line: try the next line(s) as its tail.
+        # A terminal or pager may have wrapped a long line: take the next line(s) as its tail when
+        # a signature then matches across the break.
         joined = 0
-        while joined < MAX_WRAP_JOIN and ((not hits and len(message) >= MIN_WRAP_CANDIDATE)
-                                          or (hits and _ends_at(hits, len(message)))):
+        while joined < MAX_WRAP_JOIN and (hits or len(message) >= MIN_WRAP_CANDIDATE):
             nxt = peek()
             if nxt is None or not nxt.continues_previous:
                 break

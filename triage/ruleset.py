@@ -276,6 +276,7 @@ def load_rules(directory: Path | None = None, fix_names: Iterable[str] | None = 
     for node in nodes.values():
         if node.parent and node.parent not in nodes:
             raise RuleError(node.path, "parent", f"unknown parent {node.parent!r}", _hint(node.parent, nodes, "list"))
+    for node in nodes.values():
         seen, current = {node.id}, node
         while current.parent:
             if current.parent in seen:

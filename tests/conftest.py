@@ -1,0 +1,63 @@
+"""Shared helpers: run the real pipeline on inline text or fixture files, and the CLI as a user does."""
+from __future__ import annotations
+
+import os
+import tempfile
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from triage.cli import load_toolkit
+from triage.model import Report
+from triage.pipeline import build_report, parse_inputs
+from triage.redact import Redactor
+from triage.sources import LogInput
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES_DIR = ROOT / "rules"
+FIXTURES = ROOT / "fixtures"
+SHARED = ROOT.parent / "shared"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", help="rewrite golden files on purpose")
+
+
+@pytest.fixture(scope="session")
+def kit():
+    return load_toolkit(str(RULES_DIR))
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+def diagnose_text(kit, text: str, name: str = "log.txt", redact: bool = True) -> Report:
+    """The whole pipeline on a log given as a string (as if read from a file)."""
+    fd, tmp = tempfile.mkstemp(suffix=".log")
+    path = Path(tmp)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    try:
+        inp = LogInput(name=name, path=str(path))
+        redactor = Redactor(enabled=redact)
+        return build_report(parse_inputs([inp], kit, redactor), kit, redactor)
+    finally:
+        path.unlink()
+
+
+def diagnose_files(kit, *paths: Path) -> Report:
+    from triage.sources import open_log
+    inputs = [open_log(str(p)) for p in paths]
+    redactor = Redactor()
+    return build_report(parse_inputs(inputs, kit, redactor), kit, redactor)
+
+
+def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd: Path | None = None):
+    """Run `python -m triage` in a subprocess: exit code, stdout and stderr exactly as a user sees them."""
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True,
+                          env=full_env, cwd=cwd or ROOT, timeout=120)

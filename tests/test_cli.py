@@ -1,0 +1,113 @@
+"""The command line as a user runs it: exit codes, errors as one line, stdin, -o, colour."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+KV_LOG = b"""Loading model weights took 14.9888 GB
+# GPU blocks: 1478, # CPU blocks: 2048
+The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+"""
+HEALTHY_LOG = b"""INFO 01-22 18:27:20 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 41.7 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 2.0%, CPU KV cache usage: 0.0%.
+"""
+
+
+def _write(tmp_path, name, data: bytes):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_problem_exits_1_with_the_fix(tmp_path):
+    result = run_cli(_write(tmp_path, "kv.log", KV_LOG))
+    assert result.returncode == 1
+    out = result.stdout.decode()
+    assert "KV CACHE TOO SMALL" in out and "--max-model-len 23648" in out
+    assert "kv.log:3" in out
+    assert result.stderr == b""
+
+
+def test_healthy_exits_0():
+    result = run_cli("-", stdin=HEALTHY_LOG)
+    assert result.returncode == 0 and b"HEALTHY" in result.stdout
+
+
+def test_no_vllm_output_exits_3():
+    result = run_cli("-", stdin=b"just some text\n")
+    assert result.returncode == 3 and b"Nothing in the input looks like vLLM output" in result.stdout
+
+
+def test_subcommand_form_and_module_form_agree(tmp_path):
+    path = _write(tmp_path, "kv.log", KV_LOG)
+    assert run_cli("diagnose", path).stdout == run_cli(path).stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["/nonexistent/server.log"], "no such file"),
+    ([str(ROOT)], "is a directory"),
+    ([], "no input"),
+    (["--format", "pdf", "x.log"], "pdf"),
+])
+def test_usage_and_input_errors_are_one_line_exit_2(args, needle):
+    result = run_cli(*args)
+    err = result.stderr.decode()
+    assert result.returncode == 2
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert result.stdout == b""
+
+
+def test_binary_input_is_refused(tmp_path):
+    result = run_cli(_write(tmp_path, "core.bin", bytes(range(256)) * 100))
+    assert result.returncode == 2 and b"binary" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_stdin_gzip_and_several_files(tmp_path):
+    result = run_cli("-", stdin=gzip.compress(KV_LOG))
+    assert result.returncode == 1 and b"KV CACHE TOO SMALL" in result.stdout
+    both = run_cli(_write(tmp_path, "a.log", HEALTHY_LOG), _write(tmp_path, "b.log", KV_LOG), "--format", "json")
+    data = json.loads(both.stdout)
+    assert [i["path"].rsplit("/", 1)[-1] for i in data["inputs"]] == ["a.log", "b.log"]
+
+
+def test_json_contract_has_the_documented_keys(tmp_path):
+    result = run_cli("--format", "json", _write(tmp_path, "kv.log", KV_LOG))
+    data = json.loads(result.stdout)
+    for key in ("schema_version", "verdict", "confidence", "attempts", "findings", "ruled_out", "fixes", "inputs", "facts"):
+        assert key in data
+    assert data["verdict"] == "kv_cache_too_small"
+    assert data["facts"]["kv_cache_tokens"]["value"] == 23648
+    assert data["facts"]["kv_cache_tokens"]["evidence"][0]["line"] == 3
+    fix = data["fixes"][0]
+    assert fix["flag"] == "--max-model-len" and fix["value"] == 23648 and fix["why"]
+    assert data["inputs"][0]["lines_read"] == 3 and data["inputs"][0]["lines_recognised"] == 3
+
+
+def test_output_file_is_written_atomically_and_never_over_an_input(tmp_path):
+    log = _write(tmp_path, "kv.log", KV_LOG)
+    target = tmp_path / "report.json"
+    result = run_cli(log, "--format", "json", "-o", str(target))
+    assert result.returncode == 1 and result.stdout == b""
+    assert json.loads(target.read_text())["verdict"] == "kv_cache_too_small"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    refused = run_cli(log, "-o", log)
+    assert refused.returncode == 2 and b"refusing to overwrite" in refused.stderr
+    assert (tmp_path / "kv.log").read_bytes() == KV_LOG
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path):
+    result = run_cli(_write(tmp_path, "kv.log", KV_LOG), env={"NO_COLOR": ""})
+    assert b"\x1b[" not in result.stdout  # stdout is a pipe here
+
+
+def test_bad_rules_directory_is_a_clear_error(tmp_path):
+    result = run_cli("--rules", str(tmp_path), _write(tmp_path, "kv.log", KV_LOG))
+    assert result.returncode == 2 and b"no rule files" in result.stderr
+
+
+def test_version():
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.stdout.startswith(b"vtriage, version")

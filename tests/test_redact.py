@@ -1,0 +1,65 @@
+"""Secrets vLLM logs never reach a report unless asked for."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from triage.redact import Redactor
+
+from conftest import run_cli
+
+SECRETS = {
+    "api_key": "sk-FAKE0123456789abcdefXYZ",
+    "hf_token": "hf_FAKEFAKEFAKEFAKEFAKE1234",
+    "bearer": "eyJhbGciOiJIUzI1NiJ9.FAKE.token",
+    "url_password": "s3cr3tPassw0rd",
+    "aws": "AKIAFAKEFAKEFAKE1234",
+}
+LOG = f"""INFO 05-14 08:01:02 api_server.py:585] args: Namespace(host=None, port=8000, api_key='{SECRETS['api_key']}', model='meta-llama/Llama-3.1-8B-Instruct', max_model_len=32768, gpu_memory_utilization=0.9, hf_token='{SECRETS['hf_token']}')
+(APIServer pid=1) INFO 09-30 10:00:02 [utils.py:328] non-default args: {{'model': 'm', 'api_key': ['{SECRETS['api_key']}'], 'max_model_len': 32768}}
+WARNING 05-14 08:01:03 envs.py:1] HF_TOKEN={SECRETS['hf_token']} AWS_ACCESS_KEY_ID={SECRETS['aws']} proxy https://admin:{SECRETS['url_password']}@proxy.corp:3128
+ERROR 05-14 08:01:04 client.py:1] request failed with header Authorization: Bearer {SECRETS['bearer']}
+ValueError: Free memory on device (31.02/79.19 GiB) on startup is less than desired GPU memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.
+"""
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_no_secret_in_any_output(tmp_path, fmt):
+    path = tmp_path / "secret.log"
+    path.write_text(LOG)
+    result = run_cli("--format", fmt, str(path))
+    assert result.returncode == 1
+    out = result.stdout.decode()
+    for kind, secret in SECRETS.items():
+        assert secret not in out, f"{kind} leaked in {fmt}"
+    assert "***" in out or fmt == "text"
+
+
+def test_redactions_are_counted_by_kind(tmp_path):
+    path = tmp_path / "secret.log"
+    path.write_text(LOG)
+    data = json.loads(run_cli("--format", "json", str(path)).stdout)
+    kinds = data["redactions"]
+    for kind in ("api_key", "hf_token", "bearer_token", "url_password", "aws_key"):
+        assert kinds.get(kind, 0) >= 1, kinds
+
+
+def test_no_redact_shows_them(tmp_path):
+    path = tmp_path / "secret.log"
+    path.write_text(LOG)
+    data = run_cli("--format", "json", "--no-redact", str(path)).stdout.decode()
+    assert SECRETS["api_key"] in data
+
+
+def test_evidence_span_survives_redaction():
+    text = "args: Namespace(api_key='sk-FAKE0123456789abcdefXYZ', max_model_len=32768)"
+    red, to_red = Redactor().redact_mapped(text)
+    start = text.index("max_model_len")
+    assert red[to_red(start):to_red(start) + len("max_model_len")] == "max_model_len"
+
+
+def test_already_masked_values_are_left_alone():
+    text = "non-default args: {'api_key': '***', 'hf_token': '***'}"
+    redactor = Redactor()
+    assert redactor.text(text) == text and not redactor.counts

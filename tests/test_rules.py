@@ -1,0 +1,149 @@
+"""The decision tree: every rule proves itself on its examples, and broken rule files fail clearly."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from triage.engine import evaluate
+from triage.errors import RuleError
+from triage.model import Fact
+from triage.ruleset import load_rules, parse_condition
+
+from conftest import FIXTURES, RULES_DIR, diagnose_files, diagnose_text
+
+RULES = load_rules(RULES_DIR)
+EXAMPLES = [(node, ex) for node in sorted(RULES.nodes.values(), key=lambda n: n.id) for ex in node.examples]
+
+
+def _fired(report, node_id: str) -> bool:
+    """A node fired when it and all its ancestors hold for the diagnosed attempt."""
+    facts = report.diagnosis.facts
+    node = RULES.nodes[node_id]
+    chain = [node]
+    while chain[-1].parent:
+        chain.append(RULES.nodes[chain[-1].parent])
+    return all(evaluate(n.when, facts) is True for n in chain)
+
+
+@pytest.mark.parametrize("node,example", EXAMPLES,
+                         ids=[f"{n.id}:{e.expect}:{e.fixture or i}" for i, (n, e) in enumerate(EXAMPLES)])
+def test_rule_example(kit, node, example):
+    """Each rule fires on its 'fires' examples and stays quiet on its 'quiet' ones."""
+    if example.fixture:
+        report = diagnose_files(kit, FIXTURES / "logs" / example.fixture)
+    else:
+        report = diagnose_text(kit, example.log.lstrip("\n"))
+    assert _fired(report, node.id) == (example.expect == "fires"), \
+        f"{node.id} expected to {example.expect}; verdict {report.diagnosis.verdict} via {report.diagnosis.rule_path}"
+
+
+@pytest.mark.parametrize("node", sorted(RULES.nodes.values(), key=lambda n: n.id), ids=lambda n: n.id)
+def test_every_rule_has_both_examples(node):
+    expects = {e.expect for e in node.examples}
+    assert expects == {"fires", "quiet"}, f"{node.id} needs a fires and a quiet example"
+
+
+def test_every_verdict_is_reachable():
+    reachable = {n.verdict for n in RULES.nodes.values() if n.verdict}
+    assert reachable == {"weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown",
+                         "healthy", "other_failure", "inconclusive"}
+
+
+def test_absent_fact_is_unknown_not_false():
+    """Three-valued logic: a predicate on a missing fact is unknown, and `any` can still be true."""
+    cond = parse_condition(Path("t.toml"), "when", {"any": [
+        {"fact": "preemptions", "op": ">=", "value": 10},
+        {"fact": "server_up", "op": "==", "value": True}]})
+    assert evaluate(cond, {}) is None
+    assert evaluate(cond, {"server_up": Fact("server_up", True)}) is True
+    only = parse_condition(Path("t.toml"), "when", {"fact": "preemptions", "op": "<", "value": 10})
+    assert evaluate(only, {}) is None
+
+
+# --- broken rule files --------------------------------------------------------------------------
+
+def _rules_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "rules"
+    shutil.copytree(RULES_DIR, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def _expect_error(folder: Path, *needles: str) -> str:
+    with pytest.raises(RuleError) as err:
+        load_rules(folder)
+    message = str(err.value)
+    for needle in needles:
+        assert needle in message, message
+    return message
+
+
+def test_unknown_fact_names_file_key_and_suggestion(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "kv-too-small.toml"
+    path.write_text(path.read_text().replace('fact = "failure_kind"', 'fact = "failure_kynd"', 1))
+    _expect_error(folder, "kv-too-small.toml", "when.fact", "failure_kynd", "did you mean 'failure_kind'")
+
+
+def test_unknown_key_is_rejected(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "oom.toml"
+    path.write_text('severty = "high"\n' + path.read_text())
+    _expect_error(folder, "oom.toml", "severty", "unknown key")
+
+
+def test_id_must_match_file_name(tmp_path):
+    folder = _rules_copy(tmp_path)
+    (folder / "oom.toml").rename(folder / "oom-renamed.toml")
+    _expect_error(folder, "oom-renamed.toml", "id")
+
+
+def test_unknown_operator(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "oom.toml"
+    path.write_text(path.read_text().replace('op = "=="', 'op = "equals"', 1))
+    _expect_error(folder, "oom.toml", "when.op", "equals")
+
+
+def test_unknown_fix_name(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "kv-too-small.toml"
+    path.write_text(path.read_text().replace('"max_model_len_that_fits"', '"max_model_len_that_fit"'))
+    _expect_error(folder, "kv-too-small.toml", "fixes[0]", "did you mean 'max_model_len_that_fits'")
+
+
+def test_unknown_placeholder_in_summary(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "oom.toml"
+    path.write_text(path.read_text().replace("{tried_to_allocate_gib:.2f}", "{tried_gib:.2f}"))
+    _expect_error(folder, "oom.toml", "summary", "{tried_gib}")
+
+
+def test_missing_parent_and_cycles(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "oom.toml"
+    path.write_text(path.read_text().replace('parent = "failed"', 'parent = "faild"'))
+    _expect_error(folder, "oom.toml", "parent", "faild")
+    path.write_text(path.read_text().replace('parent = "faild"', 'parent = "oom-loading-weights"'))
+    _expect_error(folder, "cycle")
+
+
+def test_invalid_toml_says_where(tmp_path):
+    folder = _rules_copy(tmp_path)
+    (folder / "oom.toml").write_text('id = "oom"\ntitle = "x\n')
+    _expect_error(folder, "oom.toml", "not valid TOML", "line")
+
+
+def test_comparison_on_text_fact_is_rejected(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "oom.toml"
+    path.write_text(path.read_text().replace('{ fact = "failure_kind", op = "==", value = "cuda_oom" }',
+                                             '{ fact = "failure_kind", op = ">", value = 3 }'))
+    _expect_error(folder, "oom.toml", "when.op", "failure_kind is str")
+
+
+def test_missing_class_file(tmp_path):
+    folder = _rules_copy(tmp_path)
+    (folder / "classes" / "healthy.toml").unlink()
+    _expect_error(folder, "classes", "healthy")

@@ -1,0 +1,129 @@
+"""Every log signature matches its own sample lines, and no other signature claims them."""
+from __future__ import annotations
+
+import pytest
+
+from triage.envelope import records
+from triage.errors import RuleError
+from triage.signatures import load_signatures
+
+from conftest import RULES_DIR
+
+SIGNATURES = load_signatures(RULES_DIR / "signatures")
+CASES = [(sig, sample) for sig in SIGNATURES.signatures for sample in sig.samples]
+
+
+def _matching_ids(line: str) -> set[str]:
+    ids = set()
+    for rec in records([(1, line)]):
+        ids.update(sig.id for sig, _, _ in SIGNATURES.match(rec.message))
+    return ids
+
+
+@pytest.mark.parametrize("sig,sample", CASES, ids=[f"{s.id}:{i}" for s in SIGNATURES.signatures for i in range(len(s.samples))])
+def test_sample_matches_its_signature_only(sig, sample):
+    """A sample line is recognised by its signature; other matches must be declared in `also`."""
+    ids = _matching_ids(sample)
+    assert sig.id in ids, f"{sig.id} does not match its sample: {sample}"
+    assert ids - {sig.id} - set(sig.also) == set(), f"undeclared extra matches for {sig.id}"
+
+
+@pytest.mark.parametrize("sig", [s for s in SIGNATURES.signatures if s.fields], ids=lambda s: s.id)
+def test_samples_yield_fields(sig):
+    """Each signature with fields pulls at least one typed field out of its first sample."""
+    for rec in records([(1, sig.samples[0])]):
+        got = sig.extract(rec.message)
+        if got is not None:
+            assert got[0], f"{sig.id} matched but extracted nothing"
+            return
+    pytest.fail(f"{sig.id} did not match")
+
+
+def test_every_failure_kind_has_a_signature():
+    """The failure kinds the rules rely on are all produced by some signature."""
+    kinds = {s.failure for s in SIGNATURES.signatures if s.failure}
+    assert {"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low", "nccl_error", "model_not_found",
+            "hub_auth", "unsupported_gpu", "illegal_memory_access", "host_oom", "engine_died", "exception"} <= kinds
+
+
+def _write(tmp_path, body: str):
+    folder = tmp_path / "signatures"
+    folder.mkdir()
+    (folder / "bad.toml").write_text(body, encoding="utf-8")
+    return folder
+
+
+def test_bad_regex_names_file_key_and_position(tmp_path):
+    folder = _write(tmp_path, """
+[[signature]]
+id = "broken"
+kind = "x"
+anchor = "took"
+regex = '''took (?P<n>[\\d.+ GB'''
+samples = ["took 1 GB"]
+""")
+    with pytest.raises(RuleError) as err:
+        load_signatures(folder)
+    message = str(err.value)
+    assert "bad.toml" in message and "signature broken.regex" in message and "position" in message
+
+
+def test_unknown_key_suggests_the_right_one(tmp_path):
+    folder = _write(tmp_path, """
+[[signature]]
+id = "typo"
+kind = "x"
+anchor = "took"
+regex = 'took'
+sampels = ["took"]
+samples = ["took"]
+""")
+    with pytest.raises(RuleError) as err:
+        load_signatures(folder)
+    assert "signature typo.sampels" in str(err.value) and "samples" in str(err.value)
+
+
+def test_sample_without_anchor_is_rejected(tmp_path):
+    folder = _write(tmp_path, """
+[[signature]]
+id = "noanchor"
+kind = "x"
+anchor = "Model loading took"
+regex = 'loading'
+samples = ["weights loading done"]
+""")
+    with pytest.raises(RuleError) as err:
+        load_signatures(folder)
+    assert "anchor" in str(err.value)
+
+
+def test_field_without_group_is_rejected(tmp_path):
+    folder = _write(tmp_path, """
+[[signature]]
+id = "nogroup"
+kind = "x"
+anchor = "took"
+regex = 'took (\\d+)'
+fields = { seconds = "int" }
+samples = ["took 3"]
+""")
+    with pytest.raises(RuleError) as err:
+        load_signatures(folder)
+    assert "fields.seconds" in str(err.value) and "(?P<seconds>" in str(err.value)
+
+
+def test_pathological_regex_cannot_hang(tmp_path):
+    """A user-edited regex with catastrophic backtracking times out instead of hanging the tool."""
+    import time
+    folder = _write(tmp_path, """
+[[signature]]
+id = "slow"
+kind = "x"
+anchor = "x"
+regex = '(x+x+)+y'
+samples = ["xxy"]
+""")
+    sigs = load_signatures(folder)
+    start = time.monotonic()
+    assert sigs.match("x" * 40) == []
+    assert time.monotonic() - start < 5
