@@ -101,6 +101,7 @@ def solver(name: str) -> Callable[[FixSolver], FixSolver]:
 
 @solver("max_model_len_that_fits")
 def max_model_len_that_fits(facts: Facts) -> list[Fix]:
+    """The largest --max-model-len the KV cache holds (vLLM's estimate, else its token count)."""
     estimate = _v(facts, "estimated_max_model_len")
     budget = Budget.from_facts(facts)
     requested = _v(facts, "max_model_len")
@@ -129,6 +130,7 @@ def max_model_len_that_fits(facts: Facts) -> list[Fix]:
 
 @solver("utilization_for_max_model_len")
 def utilization_for_max_model_len(facts: Facts) -> list[Fix]:
+    """The --gpu-memory-utilization whose budget fits the requested --max-model-len."""
     requested = _v(facts, "max_model_len")
     budget = Budget.from_facts(facts)
     if not requested:
@@ -154,6 +156,7 @@ def utilization_for_max_model_len(facts: Facts) -> list[Fix]:
 
 @solver("kv_cache_dtype_fp8")
 def kv_cache_dtype_fp8(facts: Facts) -> list[Fix]:
+    """--kv-cache-dtype fp8: twice the KV tokens in the same memory."""
     dtype = str(_v(facts, "kv_cache_dtype") or "auto")
     if dtype.startswith("fp8"):
         return []
@@ -171,6 +174,7 @@ def kv_cache_dtype_fp8(facts: Facts) -> list[Fix]:
 
 @solver("tensor_parallel_for_kv")
 def tensor_parallel_for_kv(facts: Facts) -> list[Fix]:
+    """Twice the tensor-parallel GPUs: smaller weight and KV slices per GPU."""
     tp = _v(facts, "tensor_parallel_size") or 1
     budget = Budget.from_facts(facts)
     why = "each GPU holds a smaller slice of the weights and of every token's KV, leaving more KV room"
@@ -215,6 +219,7 @@ def weights_needed(facts: Facts) -> tuple[float | None, str, bool]:
 
 @solver("tensor_parallel_for_weights")
 def tensor_parallel_for_weights(facts: Facts) -> list[Fix]:
+    """The smallest --tensor-parallel-size whose weight slice leaves room for activations and KV."""
     total, util = _v(facts, "gpu_total_gib"), _v(facts, "gpu_memory_utilization") or 0.9
     weights, how, lower_bound = weights_needed(facts)
     tp_now = _v(facts, "tensor_parallel_size") or 1
@@ -239,6 +244,7 @@ def tensor_parallel_for_weights(facts: Facts) -> list[Fix]:
 
 @solver("smaller_weights")
 def smaller_weights(facts: Facts) -> list[Fix]:
+    """Smaller weights: 16-bit instead of float32, or FP8 / pre-quantized checkpoints."""
     dtype = str(_v(facts, "dtype") or "")
     fixes = []
     if dtype in ("float32", "float", "torch.float32"):
@@ -257,6 +263,7 @@ def smaller_weights(facts: Facts) -> list[Fix]:
 
 @solver("cpu_offload")
 def cpu_offload(facts: Facts) -> list[Fix]:
+    """--cpu-offload-gb for the weights that do not fit on the GPU."""
     total, util = _v(facts, "gpu_total_gib"), _v(facts, "gpu_memory_utilization") or 0.9
     weights, how, lower_bound = weights_needed(facts)
     tp = _v(facts, "tensor_parallel_size") or 1
@@ -276,6 +283,7 @@ def cpu_offload(facts: Facts) -> list[Fix]:
 
 @solver("utilization_within_free_memory")
 def utilization_within_free_memory(facts: Facts) -> list[Fix]:
+    """The largest --gpu-memory-utilization the free memory allows (free / total minus a margin)."""
     total, free, others = _v(facts, "gpu_total_gib"), _v(facts, "free_gib"), _v(facts, "other_processes_gib")
     if not total:
         return [Fix(action="Lower --gpu-memory-utilization below the share of the GPU that is really free",
@@ -302,6 +310,7 @@ def utilization_within_free_memory(facts: Facts) -> list[Fix]:
 
 @solver("free_other_processes")
 def free_other_processes(facts: Facts) -> list[Fix]:
+    """Stop or move the other processes holding GPU memory."""
     others = _v(facts, "other_processes_gib")
     held = f" holding {others:.2f} GiB" if others else ""
     return [Fix(action=f"Stop or move the other process(es){held} on this GPU",
@@ -312,6 +321,7 @@ def free_other_processes(facts: Facts) -> list[Fix]:
 
 @solver("utilization_headroom")
 def utilization_headroom(facts: Facts) -> list[Fix]:
+    """A lower --gpu-memory-utilization that leaves the failed allocation outside vLLM's budget."""
     total, util = _v(facts, "gpu_total_gib"), _v(facts, "gpu_memory_utilization")
     tried = _v(facts, "tried_to_allocate_gib")
     if not total or not util or tried is None:
@@ -331,6 +341,7 @@ def utilization_headroom(facts: Facts) -> list[Fix]:
 
 @solver("enforce_eager")
 def enforce_eager(facts: Facts) -> list[Fix]:
+    """--enforce-eager: no CUDA graphs, no graph memory."""
     if _v(facts, "enforce_eager") is True:
         return []
     graphs = _v(facts, "cuda_graph_gib") or _v(facts, "private_pool_gib")
@@ -345,6 +356,7 @@ def enforce_eager(facts: Facts) -> list[Fix]:
 
 @solver("max_num_seqs_for_kv")
 def max_num_seqs_for_kv(facts: Facts) -> list[Fix]:
+    """A --max-num-seqs that keeps the KV cache below full at the observed request sizes."""
     running = _v(facts, "running_at_saturation")
     current = _v(facts, "max_num_seqs")
     if running:
@@ -360,6 +372,7 @@ def max_num_seqs_for_kv(facts: Facts) -> list[Fix]:
 
 @solver("more_kv_for_preemption")
 def more_kv_for_preemption(facts: Facts) -> list[Fix]:
+    """More KV cache: higher utilization, FP8 KV cache, more tensor-parallel GPUs."""
     util = _v(facts, "gpu_memory_utilization")
     fixes = []
     if util is not None and util < MAX_PRACTICAL_UTILIZATION - 0.01:
@@ -404,6 +417,7 @@ _NON_MEMORY_ADVICE = {
 
 @solver("not_memory_advice")
 def not_memory_advice(facts: Facts) -> list[Fix]:
+    """What to do about a failure that is not about GPU memory."""
     kind = _v(facts, "failure_kind")
     action, why = _NON_MEMORY_ADVICE.get(kind, ("Read the root error line above", "it is not a GPU memory problem; "
                                                 "changing memory flags will not help"))
