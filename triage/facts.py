@@ -80,6 +80,7 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("failed_phase", str, None, "Startup phase the failure happened in: " + ", ".join(PHASES) + "."),
     _spec("reached_phase", str, None, "Furthest startup phase the log shows."),
     _spec("failure_message", str, None, "The root failure's line."),
+    _spec("failing_process", str, None, "The process (rank) whose error is the root failure."),
     _spec("failing_processes", int, "processes", "Processes (TP ranks) that reported the failure."),
     _spec("engine_died", bool, None, "The engine or a worker died."),
     _spec("transient_errors", int, "lines", "Errors the server recovered from (it kept serving)."),
@@ -306,6 +307,8 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
     kind = signatures.by_id[failure.signature].failure
     out.put("failure_kind", kind, [failure.source])
     out.put("failure_message", failure.source.text, [failure.source])
+    if failure.process:
+        out.put("failing_process", failure.process, [failure.source])
     same = [e for e in events if signatures.by_id[e.signature].failure == kind]
     processes = {e.process for e in same}
     if len(processes) > 1 or (processes and None not in processes):

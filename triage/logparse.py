@@ -120,7 +120,7 @@ def parse_log(name: str, lines: Iterable[tuple[int, str]], signatures: Signature
         joined = 0
         while joined < MAX_WRAP_JOIN and (hits or len(message) >= MIN_WRAP_CANDIDATE):
             nxt = peek()
-            if nxt is None or not nxt.continues_previous:
+            if nxt is None or nxt.line != last_line + 1 or not nxt.continues_previous:
                 break
             candidate = message + nxt.message
             new_hits = signatures.match(candidate)

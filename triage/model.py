@@ -157,6 +157,29 @@ class AttemptSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class TimelinePoint:
+    """One stats interval (a log stats line or a metrics scrape), for the report's charts."""
+
+    time: str | None
+    kv_cache_usage: float | None     # 0-1
+    running: int | None
+    waiting: int | None
+    preemptions: int | None          # preemptions counted in this interval / since the last point
+    source: SourceRef
+
+
+@dataclass(frozen=True, slots=True)
+class RankMemory:
+    """What one process (TP/PP rank) reported about its GPU memory."""
+
+    process: str
+    weights_gib: float | None = None
+    kv_cache_gib: float | None = None
+    this_process_gib: float | None = None   # at its OOM
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything a renderer needs, and nothing it would have to compute."""
 
@@ -168,5 +191,8 @@ class Report:
     inputs: tuple[InputSummary, ...]
     unrecognised: tuple[CoverageGroup, ...]
     command: str | None = None             # the first fix as a ready-to-paste command line
+    timeline: tuple[TimelinePoint, ...] = ()   # the last attempt's stats, downsampled
+    failure_at: SourceRef | None = None        # where the root failure is, to mark on the timeline
+    ranks: tuple[RankMemory, ...] = ()         # per-process memory, when the log shows several
     redactions: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()

@@ -14,7 +14,8 @@ from .facts import FACTS, extract_facts
 from .logparse import Attempt, ParsedInput, merge_events, parse_log, split_attempts
 from .metricfacts import extract_metric_facts, merge_facts
 from .metricparse import MetricSample
-from .model import AttemptSummary, CoverageGroup, Diagnosis, Fact, InputSummary, LogEvent, Report
+from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, InputSummary, LogEvent, RankMemory, Report,
+                    TimelinePoint)
 from .redact import Redactor
 from .ruleset import RuleSet
 from .signatures import SignatureSet
@@ -87,10 +88,14 @@ def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor
     unrecognised: list[CoverageGroup] = sorted((g for p in parsed for g in p.unrecognised),
                                                key=lambda g: (-g.count, g.example.path, g.example.line))
     warnings = tuple(w for p in parsed for w in p.summary.warnings)
+    failure = last.facts.get("failure_message")
+    failing = last.facts.get("failing_process")
     return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=summaries,
                   same_failure_attempts=same, inputs=tuple(p.summary for p in parsed) + tuple(metric_inputs),
-                  unrecognised=tuple(unrecognised), command=command_line(last), redactions=dict(redactor.counts),
-                  warnings=warnings)
+                  unrecognised=tuple(unrecognised), command=command_line(last),
+                  timeline=timeline(attempts[-1].events), failure_at=failure.evidence[0] if failure else None,
+                  ranks=rank_memory(attempts[-1].events, failing.value if failing else None),
+                  redactions=dict(redactor.counts), warnings=warnings)
 
 
 def command_line(diagnosis: Diagnosis) -> str | None:
@@ -103,3 +108,42 @@ def command_line(diagnosis: Diagnosis) -> str | None:
     for flag, value in ((fix.flag, fix.value), *fix.also_set.items()):
         parts.append(flag if value is True else f"{flag} {value}")
     return " ".join(parts)
+
+
+MAX_TIMELINE_POINTS = 400
+
+
+def timeline(events: Sequence[LogEvent]) -> tuple[TimelinePoint, ...]:
+    """Stats lines as chart points, at most MAX_TIMELINE_POINTS: each bucket keeps its fullest KV point,
+    so a saturation spike survives downsampling a day of stats."""
+    stats = [e for e in events if e.kind == "stats"]
+    points = []
+    for e in stats:
+        f = e.fields
+        points.append(TimelinePoint(time=e.timestamp, kv_cache_usage=f.get("kv_usage"), running=f.get("running"),
+                                    waiting=f.get("waiting"), preemptions=f.get("preemptions"), source=e.source))
+    if len(points) <= MAX_TIMELINE_POINTS:
+        return tuple(points)
+    size = len(points) / MAX_TIMELINE_POINTS
+    kept = []
+    for b in range(MAX_TIMELINE_POINTS):
+        bucket = points[int(b * size):int((b + 1) * size)] or points[-1:]
+        best = max(bucket, key=lambda p: (p.kv_cache_usage or 0.0, p.waiting or 0))
+        preempted = sum(p.preemptions or 0 for p in bucket)
+        kept.append(dataclasses.replace(best, preemptions=preempted or best.preemptions))
+    return tuple(kept)
+
+
+def rank_memory(events: Sequence[LogEvent], failing: str | None) -> tuple[RankMemory, ...]:
+    """Per-process memory figures, only worth showing when more than one process reported them."""
+    ranks: dict[str, dict] = {}
+    for e in events:
+        if e.process is None and not any(k in e.fields for k in ("weights_gib", "kv_cache_gib", "this_process_gib")):
+            continue
+        for key in ("weights_gib", "kv_cache_gib", "this_process_gib"):
+            if key in e.fields and e.kind in ("weights_loaded", "kv_available", "cuda_oom", "memory_profile"):
+                ranks.setdefault(e.process or "main process", {})[key] = e.fields[key]
+    if len(ranks) < 2:
+        return ()
+    return tuple(RankMemory(process=name, failed=(name == (failing or "main process")) and "this_process_gib" in vals,
+                            **vals) for name, vals in sorted(ranks.items()))

@@ -66,6 +66,12 @@ def report_dict(report: Report) -> dict[str, Any]:
         "unrecognised": [_group(g) for g in report.unrecognised],
         "facts": {name: _fact(d.facts[name]) for name in sorted(d.facts)},
         "not_evaluated": list(d.not_evaluated),
+        "timeline": [{"time": t.time, "kv_cache_usage": t.kv_cache_usage, "running": t.running, "waiting": t.waiting,
+                      "preemptions": t.preemptions, "source": t.source.path, "line": t.source.line}
+                     for t in report.timeline],
+        "failure_at": _ref(report.failure_at) if report.failure_at else None,
+        "ranks": [{"process": r.process, "weights_gib": r.weights_gib, "kv_cache_gib": r.kv_cache_gib,
+                   "this_process_gib": r.this_process_gib, "failed": r.failed} for r in report.ranks],
         "redactions": dict(sorted(report.redactions.items())),
         "warnings": list(report.warnings),
     }
