@@ -31,3 +31,16 @@ def test_report_matches_the_schema(kit):
                 "nothing to see\n",
                 "INFO:     Application startup complete.\n"):
         jsonschema.validate(report_dict(diagnose_text(kit, log)), SCHEMA)
+
+
+def test_readme_example_output_is_what_vtriage_prints():
+    """The README's example is real: running its command prints exactly the block shown."""
+    import re
+    from conftest import run_cli
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- example-output: vtriage (\S+) -->\n```text\n(.*?)\n```\n<!-- /example-output -->", readme, re.S)
+    assert m, "README has no example-output block"
+    path, shown = m.groups()
+    assert f".venv/bin/vtriage {path}" in readme, "the set-up command must run the same example"
+    result = run_cli(path)
+    assert result.stdout.decode().rstrip("\n") == shown

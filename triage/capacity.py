@@ -67,6 +67,8 @@ class Budget:
             needed, length = _v(facts, "kv_needed_gib"), _v(facts, "max_model_len")
             if needed and length:
                 per_token = needed / length
+        if tokens is None:
+            tokens = _v(facts, "estimated_max_model_len")
         if tokens is None and per_token and kv is not None:
             tokens = int(kv / per_token) if kv > 0 else 0
         return cls(_v(facts, "gpu_total_gib"), _v(facts, "gpu_memory_utilization"), _v(facts, "weights_gib"),

@@ -58,6 +58,7 @@ class Record:
     timestamp: str | None    # vLLM's "MM-DD HH:MM:SS", or the collector's time when vLLM printed none
     vllm_prefix: bool        # carried vLLM's logger prefix
     prefixed: bool           # carried any prefix at all (so it starts a record)
+    width: int = 0           # characters on its physical line, as a terminal shows it (for wrap detection)
 
     @property
     def continues_previous(self) -> bool:
@@ -138,7 +139,7 @@ def _split_segments(text: str) -> list[str]:
 
 
 def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, process: str | None,
-                    wrapped: bool) -> Record:
+                    wrapped: bool, width: int = 0) -> Record:
     pos = 0
     prefixed = wrapped
     names: list[str] = []
@@ -176,7 +177,7 @@ def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, p
             level, prefixed = m["level"], True
             pos = m.end()
     return Record(line=line, text=text, message=text[pos:], process=process, level=level,
-                  timestamp=timestamp or when, vllm_prefix=vllm_prefix, prefixed=prefixed)
+                  timestamp=timestamp or when, vllm_prefix=vllm_prefix, prefixed=prefixed, width=width)
 
 
 def records(lines: Iterable[tuple[int, str]]) -> Iterator[Record]:
@@ -194,6 +195,6 @@ def records(lines: Iterable[tuple[int, str]]) -> Iterator[Record]:
             pending = (number, content)
             continue
         for segment in _split_segments(content):
-            yield _parse_prefixes(segment, number, when, level, process, wrapped)
+            yield _parse_prefixes(segment, number, when, level, process, wrapped, len(text))
     if pending is not None:
         yield _parse_prefixes(pending[1], pending[0], None, None, None, True)

@@ -19,7 +19,7 @@ from .redact import Redactor, clip
 from .signatures import Signature, SignatureSet
 
 MAX_EVIDENCE_CHARS = 600
-MAX_WRAP_JOIN = 8              # physical lines a wrapped record may span
+MAX_WRAP_JOIN = 64             # physical lines a wrapped record may span
 MIN_WRAP_CANDIDATE = 60        # shorter unmatched lines are not worth re-joining
 MAX_COVERAGE_GROUPS = 500
 
@@ -77,6 +77,12 @@ def _spans_boundary(hits, boundary: int) -> bool:
     return any(start < boundary < end for _, _, (start, end) in hits)
 
 
+def _more_fields(new_hits, old_hits) -> bool:
+    """Signatures built from lookaheads match a zero-width span; they gain fields instead."""
+    before = {sig.id: len(fields) for sig, fields, _ in old_hits}
+    return any(len(fields) > before.get(sig.id, len(fields)) for sig, fields, _ in new_hits)
+
+
 def parse_log(name: str, lines: Iterable[tuple[int, str]], signatures: SignatureSet, redactor: Redactor,
               seq_start: int = 0) -> ParsedInput:
     """Recognise every line of one log; the result keeps the order of the file."""
@@ -115,19 +121,23 @@ def parse_log(name: str, lines: Iterable[tuple[int, str]], signatures: Signature
         message = rec.message
         last_line = rec.line
         hits = signatures.match(message) if message else []
-        # A terminal or pager may have wrapped a long line: take the next line(s) as its tail when
-        # a signature then matches across the break.
+        # A terminal or pager may have wrapped a long line. Take the next line as its tail when a
+        # signature then matches across the break or pulls out more fields, or when the lines are
+        # cut at one fixed width (every piece but the last exactly as wide as the first).
         joined = 0
+        width, segment = rec.width, rec.width
         while joined < MAX_WRAP_JOIN and (hits or len(message) >= MIN_WRAP_CANDIDATE):
             nxt = peek()
             if nxt is None or nxt.line != last_line + 1 or not nxt.continues_previous:
                 break
             candidate = message + nxt.message
             new_hits = signatures.match(candidate)
-            if not _spans_boundary(new_hits, len(message)):
+            fixed_width = (rec.vllm_prefix and width >= MIN_WRAP_CANDIDATE and segment == width
+                           and (joined > 0 or nxt.width == width))
+            if not (fixed_width or _spans_boundary(new_hits, len(message)) or _more_fields(new_hits, hits)):
                 break
             next_record()
-            message, hits, last_line = candidate, new_hits, nxt.line
+            message, hits, last_line, segment = candidate, new_hits, nxt.line, nxt.width
             rec.text = rec.text + nxt.text
             joined += 1
         proc_key = rec.process
@@ -143,7 +153,8 @@ def parse_log(name: str, lines: Iterable[tuple[int, str]], signatures: Signature
         elif not traceback_body:
             in_traceback[proc_key] = False
         recognised = bool(hits) or traceback_body
-        coverage.mark(rec.line, last_line, recognised=recognised, vllm=recognised or rec.vllm_prefix)
+        from_vllm = rec.vllm_prefix or rec.process is not None or any(not sig.generic for sig, _, _ in hits)
+        coverage.mark(rec.line, last_line, recognised=recognised, vllm=from_vllm)
         if hits:
             redacted, to_redacted = redactor.redact_mapped(rec.text)
             offset = len(rec.text) - len(message)

@@ -58,7 +58,7 @@ FIELD_TYPES: Mapping[str, Callable[[str], Any]] = {
     "bool": _to_bool, "str": _to_str,
 }
 _SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "phase_done", "failure", "weak",
-                   "samples", "also", "catch_all", "versions", "note"}
+                   "samples", "also", "catch_all", "generic", "versions", "note"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,7 @@ class Signature:
     failure: str | None
     weak: bool                        # a weak phase hint (traceback frames shared by several phases)
     catch_all: bool                   # only counts when no other signature matched the line
+    generic: bool                     # matches outside vLLM too: alone it does not make input vLLM output
     samples: tuple[str, ...]
     also: tuple[str, ...]
     versions: str
@@ -232,7 +233,7 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
         if entry["anchor"] not in sample:
             raise RuleError(where, f"{key}.samples[{i}]", f"does not contain the anchor {entry['anchor']!r}",
                             "the anchor must be a literal part of every line the signature matches")
-    for flag in ("phase_done", "weak", "catch_all"):
+    for flag in ("phase_done", "weak", "catch_all", "generic"):
         if flag in entry and not isinstance(entry[flag], bool):
             raise RuleError(where, f"{key}.{flag}", "must be true or false")
     also = entry.get("also", [])
@@ -241,5 +242,6 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
     return Signature(
         id=entry["id"], kind=entry["kind"], anchor=entry["anchor"], pattern=pattern, fields=dict(fields), sets=dict(sets),
         phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=entry.get("failure"),
-        weak=bool(entry.get("weak", False)), catch_all=bool(entry.get("catch_all", False)), samples=tuple(samples), also=tuple(also),
+        weak=bool(entry.get("weak", False)), catch_all=bool(entry.get("catch_all", False)),
+        generic=bool(entry.get("generic", False)), samples=tuple(samples), also=tuple(also),
         versions=str(entry.get("versions", "")), origin=where)
