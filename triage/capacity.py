@@ -139,10 +139,13 @@ def utilization_for_max_model_len(facts: Facts) -> list[Fix]:
         return []
     needed = budget.utilization_for_tokens(requested)
     if needed is None:
-        missing = [n for n in ("gpu_total_gib", "gpu_memory_utilization", "kv_cache_gib") if n not in facts]
+        extra = (requested * budget.gib_per_token - budget.kv) if budget.gib_per_token and budget.kv is not None else None
+        more = f"the KV cache needs {extra:.2f} GiB more; " if extra and extra > 0 else ""
         return [Fix(action="Raise --gpu-memory-utilization if the GPU has room",
-                    why="the utilization that would fit the requested length needs " + ", ".join(missing or ["the KV size per token"]),
-                    flag="--gpu-memory-utilization", reference=DOCS_MEMORY)]
+                    why=f"{more}the exact value needs the GPU's total memory, which the log does not print"
+                        if "gpu_total_gib" not in facts else f"{more}the exact value needs the KV size per token",
+                    flag="--gpu-memory-utilization", computed_from=("kv_needed_gib", "kv_cache_gib"),
+                    reference=DOCS_MEMORY)]
     value = _ceil2(needed)
     used = ("max_model_len", "gpu_total_gib", "gpu_memory_utilization", "kv_cache_gib")
     if value > MAX_PRACTICAL_UTILIZATION:
@@ -301,11 +304,16 @@ def utilization_within_free_memory(facts: Facts) -> list[Fix]:
     if value <= 0.05:
         return [Fix(action="Free the GPU first: almost nothing is left for vLLM", why=basis,
                     computed_from=("gpu_total_gib", "free_gib", "other_processes_gib"), reference=DOCS_MEMORY)]
-    why = f"{basis}; {value:.2f} x {total:.2f} = {value * total:.2f} GiB fits with a {SAFETY_MARGIN_RATIO:.0%} margin"
     weights = _v(facts, "weights_gib")
     if weights and weights > value * total * 0.9:
-        why += f", but the weights alone take {weights:.2f} GiB: free the GPU instead"
-    return [Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value, why=why,
+        return [Fix(action="Lowering --gpu-memory-utilization cannot help: free the GPU",
+                    why=f"{basis}; at {value:.2f} vLLM could use {value * total:.2f} GiB, less than the "
+                        f"{weights:.2f} GiB the weights alone take",
+                    computed_from=("gpu_total_gib", "other_processes_gib", "weights_gib"), reference=DOCS_MEMORY,
+                    checked=True)]
+    return [Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
+                why=f"{basis}; {value:.2f} x {total:.2f} = {value * total:.2f} GiB fits with a "
+                    f"{SAFETY_MARGIN_RATIO:.0%} margin",
                 computed_from=("gpu_total_gib", "free_gib", "other_processes_gib"), reference=DOCS_MEMORY,
                 checked=True)]
 
