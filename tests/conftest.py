@@ -11,7 +11,7 @@ import pytest
 
 from triage.cli import load_toolkit
 from triage.model import Report
-from triage.pipeline import build_report, parse_inputs
+from triage.pipeline import build_report
 from triage.redact import Redactor
 from triage.sources import LogInput
 
@@ -44,7 +44,7 @@ def diagnose_text(kit, text: str, name: str = "log.txt", redact: bool = True) ->
     try:
         inp = LogInput(name=name, path=str(path))
         redactor = Redactor(enabled=redact)
-        return build_report(parse_inputs([inp], kit, redactor), kit, redactor)
+        return build_report([inp], kit, redactor)
     finally:
         path.unlink()
 
@@ -53,7 +53,7 @@ def diagnose_files(kit, *paths: Path) -> Report:
     from triage.sources import open_log
     inputs = [open_log(str(p)) for p in paths]
     redactor = Redactor()
-    return build_report(parse_inputs(inputs, kit, redactor), kit, redactor)
+    return build_report(inputs, kit, redactor)
 
 
 def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd: Path | None = None):

@@ -1,7 +1,7 @@
 """Parsing in context: wrapped lines, tracebacks, coverage, restarts, several files as one incident."""
 from __future__ import annotations
 
-from triage.logparse import merge_events, parse_log, split_attempts
+from triage.logparse import LogParse, merge_events, split_attempts
 from triage.redact import Redactor
 
 from conftest import diagnose_text
@@ -14,8 +14,14 @@ OOM_WRAPPED = [
 ]
 
 
+class _Parsed:
+    def __init__(self, parse):
+        self.events = list(parse)
+        self.summary, self.unrecognised = parse.summary, parse.unrecognised
+
+
 def _parse(kit, lines, name="a.log"):
-    return parse_log(name, list(enumerate(lines, start=1)), kit.signatures, Redactor())
+    return _Parsed(LogParse(name, list(enumerate(lines, start=1)), kit.signatures, Redactor()))
 
 
 def test_hard_wrapped_line_is_rejoined(kit):
@@ -87,6 +93,7 @@ def test_several_files_merge_by_time(kit):
                  name="api.log")
     engine = _parse(kit, ["(EngineCore_DP0 pid=9) INFO 09-30 10:01:12 [gpu_model_runner.py:2007] Model loading took 15.27 GiB and 9.8 seconds"],
                     name="engine.log")
-    merged = merge_events([api.events, engine.events])
+    merged = list(merge_events([api.events, engine.events]))
     assert [e.source.path for e in merged] == ["api.log", "engine.log", "api.log"]
-    assert len(split_attempts(merged, kit.signatures)) == 1
+    assert [e.seq for e in merged] == [0, 1, 2]
+    assert len(list(split_attempts(merged, kit.signatures))) == 1

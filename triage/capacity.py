@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-import regex
+import re
 
 from .model import Fact, Fix
 
@@ -196,7 +196,7 @@ def _params_from_name(model: str | None) -> float | None:
     """'Qwen2-7B-Instruct' -> 7e9; mixture names like 8x7B multiply."""
     if not model:
         return None
-    m = regex.search(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s?[Bb](?![a-zA-Z])", model.split("/")[-1])
+    m = re.search(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s?[Bb](?![a-zA-Z])", model.split("/")[-1])
     if not m:
         return None
     return float(m.group(2)) * 1e9 * (int(m.group(1)) if m.group(1) else 1)

@@ -16,7 +16,7 @@ from . import __version__
 from .errors import InputError, TriageError
 from .metricparse import MetricSample, parse_exposition
 from .model import InputSummary
-from .pipeline import Toolkit, build_report, metrics_input, parse_inputs
+from .pipeline import Toolkit, build_report, metrics_input
 from .redact import Redactor
 from .render import RENDERERS
 from .ruleset import load_rules
@@ -114,8 +114,7 @@ def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: st
         samples.extend(got)
         metric_inputs.append(metrics_input(path, got, text.count("\n") + (0 if text.endswith("\n") else 1)))
     redactor = Redactor(enabled=not no_redact)
-    parsed = parse_inputs(inputs, kit, redactor)
-    report = build_report(parsed, kit, redactor, samples, metric_inputs)
+    report = build_report(inputs, kit, redactor, samples, metric_inputs)
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
         write_atomically(output, text, files + metrics_files)

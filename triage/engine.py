@@ -172,8 +172,9 @@ def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: T
     return out
 
 
-def diagnose(rules: RuleSet, facts: Mapping[str, Fact]) -> Diagnosis:
-    """The verdict, its reasoning path, the other classes ruled out, and the fixes with numbers."""
+def diagnose(rules: RuleSet, facts: Mapping[str, Fact], full: bool = True) -> Diagnosis:
+    """The verdict, its reasoning path, the other classes ruled out, and the fixes with numbers.
+    `full=False` stops at the verdict: enough for the earlier attempts of a restarting server."""
     trace = Trace()
     chosen = _walk(rules, rules.roots, facts, trace, ())
     findings: list[Finding] = []
@@ -191,13 +192,13 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact]) -> Diagnosis:
                 and all(trace.outcome.get(p) is True for p in _ancestors(rules, node)):
             findings.append(_finding(node, facts, _chain(rules, node)))
     fixes: list[Fix] = []
-    if chosen is not None:
+    if chosen is not None and full:
         for name in chosen[-1].fixes:
             fixes.extend(FIXES[name](facts))
     not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
+    ruled_out = tuple(_ruled_out(rules, verdict, facts, trace)) if full else ()
     return Diagnosis(verdict=verdict, confidence=confidence, rule_path=path_ids, findings=tuple(findings),
-                     ruled_out=tuple(_ruled_out(rules, verdict, facts, trace)), fixes=tuple(fixes),
-                     facts=dict(facts), not_evaluated=not_evaluated)
+                     ruled_out=ruled_out, fixes=tuple(fixes), facts=dict(facts), not_evaluated=not_evaluated)
 
 
 def _ancestors(rules: RuleSet, node: Node) -> list[str]:

@@ -11,37 +11,37 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-import regex
+import re
 
 # Real escape sequences, the caret form a terminal copy leaves (^[[0;36m), and bare remnants ([36m).
-_ANSI = regex.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\[\d{1,3}(?:;\d{1,3})*m")
+_ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\[\d{1,3}(?:;\d{1,3})*m")
 
 _ISO_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 # Each outer wrapper: a pattern whose `rest` group is what it wraps.
-_CRI = regex.compile(rf"^(?P<time>{_ISO_TIME}) (?:stdout|stderr) (?P<tag>[FP]) (?P<rest>.*)$", regex.S)
+_CRI = re.compile(rf"^(?P<time>{_ISO_TIME}) (?:stdout|stderr) (?P<tag>[FP]) (?P<rest>.*)$", re.S)
 _OUTER = (
-    regex.compile(rf"^(?P<time>{_ISO_TIME})\s+(?:\|\s?)?(?P<rest>.*)$", regex.S),            # kubectl/docker -t, collectors
-    regex.compile(rf"^\[(?P<time>{_ISO_TIME})\]\s?(?P<rest>.*)$", regex.S),                 # CI: [2026-...Z] text
-    regex.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s?(?P<rest>.*)$", regex.S),           # docker-compose
-    regex.compile(r"^ {0,4}\| (?P<rest>.*)$", regex.S),                                     # CI: "  | text"
-    regex.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [\w./-]+(?:\[\d+\])?: (?P<rest>.*)$", regex.S),  # syslog
+    re.compile(rf"^(?P<time>{_ISO_TIME})\s+(?:\|\s?)?(?P<rest>.*)$", re.S),            # kubectl/docker -t, collectors
+    re.compile(rf"^\[(?P<time>{_ISO_TIME})\]\s?(?P<rest>.*)$", re.S),                 # CI: [2026-...Z] text
+    re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s?(?P<rest>.*)$", re.S),           # docker-compose
+    re.compile(r"^ {0,4}\| (?P<rest>.*)$", re.S),                                     # CI: "  | text"
+    re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [\w./-]+(?:\[\d+\])?: (?P<rest>.*)$", re.S),  # syslog
 )
 _JSON_TEXT_KEYS = ("log", "message", "msg", "MESSAGE", "line")
 _JSON_TIME_KEYS = ("time", "timestamp", "ts", "@timestamp", "asctime")
 
 # vLLM's own prefixes: any number of "(Name pid=N[, ip=...]) ", torch's "[rankN]: ", then the logger
 # prefix "LEVEL MM-DD HH:MM:SS [file.py:N] " (brackets from 0.8.0; a path at DEBUG from 0.10.2).
-_PROCESS = regex.compile(r"\((?P<name>[^()]*?)\s?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*")
-_RANK = regex.compile(r"\[rank(?P<rank>\d+)\]:\s?")
-_LOGGER = regex.compile(
+_PROCESS = re.compile(r"\((?P<name>[^()]*?)\s?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*")
+_RANK = re.compile(r"\[rank(?P<rank>\d+)\]:\s?")
+_LOGGER = re.compile(
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<date>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,]\d+)? "
     r"\[?(?P<file>[^\]\s]+?):(?P<lineno>\d+)\] ?")
-_UVICORN = regex.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+_UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 # A logger record glued onto the end of something else (a tqdm bar, another record) with no newline.
-_GLUED = regex.compile(
+_GLUED = re.compile(
     r"(?<=\S)(?=(?:\([^()]*?pid=\d+[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,])")
 # Lines that begin a record of their own, as opposed to the tail of a line a terminal wrapped.
-_RECORD_START = regex.compile(
+_RECORD_START = re.compile(
     r"^(?:\s\s|\t|Traceback |During handling|The above exception|[\w.]+(?:Error|Exception|Warning|Exit)\b"
     r"|Process \w+:|INFO|WARNING|ERROR|DEBUG|CRITICAL|\[|\(|#|$)")
 

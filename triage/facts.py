@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import regex
+import re
 
 from .model import PHASE_RANK, PHASES, Fact, LogEvent, SourceRef
 from .signatures import SignatureSet
@@ -99,7 +99,6 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("preemption_mode", str, None, "RECOMPUTE or SWAP."),
     _spec("preemption_rate_per_min", float, "per minute", "Preemptions per minute over the logged window."),
     _spec("serving_minutes", float, "minutes", "Length of the serving window the log covers."),
-    _spec("requests_seen", int, "lines", "Request or access-log lines seen."),
     _spec("vllm_lines", int, "lines", "Lines that are vLLM output."),
 )}
 
@@ -111,8 +110,10 @@ _KIND_TRUST = {"kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2, "max_c
                "engine_config": 4, "memory_profile": 5, "free_memory_low": 5, "memory_usage": 5, "version": 6,
                "model_name": 6, "load_start": 7, "long_context_warning": 8}
 _NONE_STRINGS = frozenset({"None", "none", "", "null"})
-_V1_PROCESS = regex.compile(r"^(?:EngineCore|APIServer|ApiServer|VllmWorker rank|VllmWorker |Worker|DPSupervisor)")
-_V0_PROCESS = regex.compile(r"^VllmWorkerProcess\b")
+_V1_PROCESS = re.compile(r"^(?:EngineCore|APIServer|ApiServer|VllmWorker rank|VllmWorker |Worker|DPSupervisor)")
+_V0_PROCESS = re.compile(r"^VllmWorkerProcess\b")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+_STAMP = re.compile(r"(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
 
 
 class _Facts:
@@ -150,7 +151,7 @@ def _is_none(value: Any) -> bool:
 def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     if not version:
         return None
-    m = regex.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    m = _VERSION.match(version)
     return tuple(int(g or 0) for g in m.groups()) if m else None
 
 
@@ -234,8 +235,7 @@ def _recovered(event: LogEvent, events: Sequence[LogEvent]) -> bool:
     if any(e.kind == "engine_died" for e in later):
         return False
     stats = sum(1 for e in later if e.kind == "stats")
-    requests = sum(1 for e in later if e.kind == "request")
-    return any(e.kind in ("server_up", "engine_ready") for e in later) or stats >= 2 or requests >= 5
+    return any(e.kind in ("server_up", "engine_ready") for e in later) or stats >= 2
 
 
 def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEvent | None:
@@ -448,7 +448,7 @@ def _minutes(stamps: Sequence[str]) -> float | None:
 
 
 def _stamp_seconds(stamp: str) -> int | None:
-    m = regex.search(r"(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)", stamp)
+    m = _STAMP.search(stamp)
     if not m:
         return None
     month, day, h, mi, s = (int(g) for g in m.groups())
@@ -458,24 +458,25 @@ def _stamp_seconds(stamp: str) -> int | None:
 def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
     up = [e for e in events if e.kind in ("server_up", "engine_ready")]
     stats = [e for e in events if e.kind == "stats"]
-    requests = [e for e in events if e.kind == "request"]
     if up or stats:
         out.put("server_up", True, [(up or stats)[0].source])
-    if requests:
-        out.put("requests_seen", len(requests), [requests[0].source])
     if stats:
-        out.put("stats_lines", len(stats), [stats[0].source])
+        # A stats event may stand for several intervals merged to bound memory (logparse._Bounded).
+        intervals = sum(e.fields.get("intervals", 1) for e in stats)
+        out.put("stats_lines", intervals, [stats[0].source])
         usage = [e for e in stats if "kv_usage" in e.fields]
         if usage:
             top = max(usage, key=lambda e: e.fields["kv_usage"])
             out.put("kv_cache_usage_max", top.fields["kv_usage"], [top.source])
-            out.put("kv_cache_usage_mean", sum(e.fields["kv_usage"] for e in usage) / len(usage),
-                    [usage[0].source, usage[-1].source], f"mean of {len(usage)} stats lines")
+            total = sum(e.fields.get("kv_usage_sum", e.fields["kv_usage"]) for e in usage)
+            counted = sum(e.fields.get("intervals", 1) for e in usage)
+            out.put("kv_cache_usage_mean", total / counted, [usage[0].source, usage[-1].source],
+                    f"mean of {counted} stats lines")
             saturated = [e for e in usage if e.fields["kv_usage"] >= 0.95]
-            out.put("saturated_intervals", len(saturated), [e.source for e in saturated])
-            busy = [e.fields["running"] for e in saturated if "running" in e.fields]
+            out.put("saturated_intervals",
+                    sum(e.fields.get("saturated", 1) for e in saturated), [e.source for e in saturated])
+            busy = sorted(e.fields["running"] for e in saturated if "running" in e.fields)
             if busy:
-                busy.sort()
                 out.put("running_at_saturation", busy[len(busy) // 2], [saturated[0].source],
                         f"median over {len(busy)} saturated intervals")
         for key, fact in (("waiting", "waiting_max"), ("running", "running_max"), ("swapped", "swapped_max")):
@@ -520,10 +521,11 @@ def _preemptions(out: _Facts, events: Sequence[LogEvent], stats: Sequence[LogEve
         minutes = _minutes([e.timestamp for e in stats if e.timestamp])
         if minutes:
             # each stats line covers the interval before it, so the window is one interval longer
-            rates.append((sum(e.fields["preemptions"] for e in interval), minutes * len(stats) / max(1, len(stats) - 1)))
+            lines = sum(e.fields.get("intervals", 1) for e in stats)
+            rates.append((sum(e.fields["preemptions"] for e in interval), minutes * lines / max(1, lines - 1)))
     if warnings or interval:
         out.put("preemptions", total, evidence, "; ".join(notes))
-    serving = [e.timestamp for e in events if e.kind in ("stats", "preemption", "request") and e.timestamp]
+    serving = [e.timestamp for e in events if e.kind in ("stats", "preemption") and e.timestamp]
     window = _minutes(serving)
     if window:
         out.put("serving_minutes", window, [])

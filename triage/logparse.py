@@ -7,11 +7,12 @@ log that holds several startups (a restarting container) into attempts.
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import heapq
 from dataclasses import dataclass, field
+import re
 from typing import Iterable, Iterator
-
-import regex
 
 from .envelope import Record, records
 from .model import PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
@@ -22,19 +23,41 @@ MAX_EVIDENCE_CHARS = 600
 MAX_WRAP_JOIN = 64             # physical lines a wrapped record may span
 MIN_WRAP_CANDIDATE = 60        # shorter unmatched lines are not worth re-joining
 MAX_COVERAGE_GROUPS = 500
+STATS_CAP = 20_000             # stats events an attempt keeps before merging neighbours
+KIND_HEAD, KIND_TAIL = 5_000, 5_000   # other events an attempt keeps per kind: the first and the last
 
-_TRACEBACK_BODY = regex.compile(r"^(?:\s|[\^~]+\s*$|$)")
-_TEMPLATE_MASK = regex.compile(r"0x[0-9a-fA-F]+|\d+(?:[.,:]\d+)*|'[^']{24,}'|\"[^\"]{24,}\"")
+_TRACEBACK_BODY = re.compile(r"^(?:\s|[\^~]+\s*$|$)")
+_TEMPLATE_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.,:]\d+)*|'[^']{24,}'|\"[^\"]{24,}\"")
 _BANNER_KINDS = frozenset({"version", "args"})
 
 
-@dataclass
-class ParsedInput:
-    """What one log file yielded."""
+class LogParse:
+    """One log file, parsed lazily: iterate it for events in file order; once it is exhausted,
+    `summary` and `unrecognised` describe the whole file."""
 
-    summary: InputSummary
-    events: list[LogEvent]
-    unrecognised: list[CoverageGroup]
+    def __init__(self, name: str, lines: Iterable[tuple[int, str]], signatures: SignatureSet,
+                 redactor: Redactor) -> None:
+        self.name = name
+        self._lines = lines
+        self._signatures = signatures
+        self._redactor = redactor
+        self._coverage = _Coverage()
+        self.lines_read = 0
+
+    def __iter__(self) -> Iterator[LogEvent]:
+        return _parse(self)
+
+    @property
+    def summary(self) -> InputSummary:
+        return InputSummary(path=self.name, kind="log", lines_read=self.lines_read,
+                            lines_recognised=self._coverage.recognised, vllm_lines=self._coverage.vllm)
+
+    @property
+    def unrecognised(self) -> list[CoverageGroup]:
+        groups = [CoverageGroup(level=lv, template=self._redactor.text(t), count=c, example=ref)
+                  for (lv, t), (c, ref) in self._coverage.groups.items()]
+        groups.sort(key=lambda g: (-g.count, g.level, g.template))
+        return groups
 
 
 @dataclass
@@ -83,21 +106,17 @@ def _more_fields(new_hits, old_hits) -> bool:
     return any(len(fields) > before.get(sig.id, len(fields)) for sig, fields, _ in new_hits)
 
 
-def parse_log(name: str, lines: Iterable[tuple[int, str]], signatures: SignatureSet, redactor: Redactor,
-              seq_start: int = 0) -> ParsedInput:
-    """Recognise every line of one log; the result keeps the order of the file."""
-    events: list[LogEvent] = []
-    coverage = _Coverage()
+def _parse(parse: LogParse) -> Iterator[LogEvent]:
+    """Recognise every line of one log, yielding events in the order of the file."""
+    signatures, redactor, coverage, name = parse._signatures, parse._redactor, parse._coverage, parse.name
     in_traceback: dict[str | None, bool] = {}
-    lines_read = 0
 
     def counted(source: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-        nonlocal lines_read
         for item in source:
-            lines_read = item[0]
+            parse.lines_read = item[0]    # the last line seen; the reader may know a larger total
             yield item
 
-    stream = records(counted(lines))
+    stream = records(counted(parse._lines))
     lookahead: list[Record] = []
 
     def next_record() -> Record | None:
@@ -113,7 +132,7 @@ def parse_log(name: str, lines: Iterable[tuple[int, str]], signatures: Signature
             lookahead.append(rec)
         return lookahead[0]
 
-    seq = seq_start
+    seq = 0
     while True:
         rec = next_record()
         if rec is None:
@@ -155,32 +174,26 @@ def parse_log(name: str, lines: Iterable[tuple[int, str]], signatures: Signature
         recognised = bool(hits) or traceback_body
         from_vllm = rec.vllm_prefix or rec.process is not None or any(not sig.generic for sig, _, _ in hits)
         coverage.mark(rec.line, last_line, recognised=recognised, vllm=from_vllm)
+        hits = [h for h in hits if not h[0].bulk]   # request traffic: recognised, never an event
         if hits:
             redacted, to_redacted = redactor.redact_mapped(rec.text)
             offset = len(rec.text) - len(message)
             for sig, fields, (start, end) in hits:
                 text, span = clip(redacted, (to_redacted(start + offset), to_redacted(end + offset)),
                                   MAX_EVIDENCE_CHARS)
-                events.append(LogEvent(
-                    kind=sig.kind, signature=sig.id, fields=redactor.fields(fields), process=rec.process,
-                    level=rec.level, timestamp=rec.timestamp,
-                    source=SourceRef(name, rec.line, text, span), seq=seq))
+                yield LogEvent(kind=sig.kind, signature=sig.id, fields=redactor.fields(fields), process=rec.process,
+                               level=rec.level, timestamp=rec.timestamp,
+                               source=SourceRef(name, rec.line, text, span), seq=seq)
                 seq += 1
         elif not traceback_body and rec.level in ("WARNING", "ERROR", "CRITICAL") and message.strip():
             text, _ = clip(redactor.text(rec.text), None, MAX_EVIDENCE_CHARS)
             coverage.unrecognised(rec.level, redactor.text(message), SourceRef(name, rec.line, text))
-    groups = [CoverageGroup(level=lv, template=redactor.text(t), count=c, example=ref)
-              for (lv, t), (c, ref) in coverage.groups.items()]
-    groups.sort(key=lambda g: (-g.count, g.level, g.template))
-    summary = InputSummary(path=name, kind="log", lines_read=lines_read, lines_recognised=coverage.recognised,
-                           vllm_lines=coverage.vllm)
-    return ParsedInput(summary=summary, events=events, unrecognised=groups)
 
 
 # --- merging several files into one incident ------------------------------------------------------
 
-_VLLM_TIME = regex.compile(r"^(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)$")
-_ISO_TIME = regex.compile(r"^\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)")
+_VLLM_TIME = re.compile(r"^(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)$")
+_ISO_TIME = re.compile(r"^\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)")
 
 
 def _time_key(stamp: str | None) -> tuple[int, ...] | None:
@@ -190,9 +203,10 @@ def _time_key(stamp: str | None) -> tuple[int, ...] | None:
     return tuple(int(g) for g in m.groups()) if m else None
 
 
-def _keyed(events: list[LogEvent], file_index: int) -> Iterator[tuple[tuple, LogEvent]]:
+def _keyed(events: Iterable[LogEvent], file_index: int) -> Iterator[tuple[tuple, LogEvent]]:
     """Sort keys from vLLM's yearless timestamps: carried forward over lines without one, and a
-    year added when the month wraps (12-31 -> 01-01). File order breaks ties."""
+    year added when the month wraps (12-31 -> 01-01). File order breaks ties; a file with no
+    timestamps at all sorts before the timed ones, in its own order."""
     year = 0
     last: tuple[int, ...] = (0, 0, 0, 0, 0)
     for position, event in enumerate(events):
@@ -204,46 +218,110 @@ def _keyed(events: list[LogEvent], file_index: int) -> Iterator[tuple[tuple, Log
         yield (year, *last, file_index, position), event
 
 
-def merge_events(per_file: list[list[LogEvent]]) -> list[LogEvent]:
-    """One incident from several files: interleave by timestamp when there is one, else by file."""
+def merge_events(per_file: list[Iterable[LogEvent]]) -> Iterator[LogEvent]:
+    """One incident from several files, lazily: interleaved by timestamp, renumbered in that order."""
     if len(per_file) == 1:
-        return list(per_file[0])
-    timed = all(any(_time_key(e.timestamp) for e in events) for events in per_file if events)
-    if not timed:
-        return [e for events in per_file for e in events]
-    return [event for _, event in heapq.merge(*(_keyed(events, i) for i, events in enumerate(per_file)),
-                                              key=lambda item: item[0])]
+        yield from per_file[0]
+        return
+    merged = heapq.merge(*(_keyed(events, i) for i, events in enumerate(per_file)), key=lambda item: item[0])
+    for seq, (_, event) in enumerate(merged):
+        yield dataclasses.replace(event, seq=seq) if event.seq != seq else event
 
 
 # --- startup attempts ---------------------------------------------------------------------------
 
-def split_attempts(events: list[LogEvent], signatures: SignatureSet) -> list[Attempt]:
+def split_attempts(events: Iterable[LogEvent], signatures: SignatureSet) -> Iterator[Attempt]:
     """Cut the incident where the server starts again: a banner after progress, or an engine
-    initialising again after it failed or served."""
-    attempts = [Attempt(index=1)]
-    failed_or_served = False
-    progressed = False
+    initialising again after it failed or served. Yields each attempt once it is complete, so a
+    crash-looping container's log never has to be held whole; long runs of stats lines and floods of
+    one kind are bounded (see `_Bounded`)."""
+    current = _Bounded(1)
+    failed_or_served = progressed = False
     for event in events:
         sig: Signature | None = signatures.by_id.get(event.signature)
-        current = attempts[-1]
-        restart = False
-        if event.kind in _BANNER_KINDS and progressed:
-            restart = True
-        elif event.kind == "engine_config" and failed_or_served:
-            restart = True
+        restart = (event.kind in _BANNER_KINDS and progressed) or (event.kind == "engine_config" and failed_or_served)
         if restart:
-            attempts.append(Attempt(index=len(attempts) + 1))
-            current = attempts[-1]
+            yield current.attempt()
+            current = _Bounded(current.index + 1)
             failed_or_served = progressed = False
-        current.events.append(event)
+        current.add(event)
         if sig is None:
             continue
-        if sig.failure and sig.failure not in ("exception",):
+        if (sig.failure and sig.failure != "exception") or sig.phase == "serving":
             failed_or_served = True
-        if sig.phase == "serving":
-            failed_or_served = True
-        if sig.phase and PHASE_RANK[sig.phase] >= PHASE_RANK["loading_weights"]:
+        if sig.failure or (sig.phase and PHASE_RANK[sig.phase] >= PHASE_RANK["loading_weights"]):
             progressed = True
-        if sig.failure:
-            progressed = True
-    return [a for a in attempts if a.events] or [Attempt(index=1)]
+    yield current.attempt()
+
+
+class _Bounded:
+    """An attempt's events with memory bounded whatever the log size.
+
+    Consecutive stats lines beyond STATS_CAP are merged pairwise into one event per pair (peaks kept:
+    the highest KV usage, running and waiting; preemptions and intervals summed), which is what the
+    facts and the timeline need. Any other kind keeps its first KIND_HEAD and last KIND_TAIL events.
+    """
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.events: list[LogEvent] = []
+        self.stats = 0
+        self.per_kind: dict[str, int] = {}
+        self.tails: dict[str, collections.deque[LogEvent]] = {}
+
+    def add(self, event: LogEvent) -> None:
+        if event.kind == "stats":
+            self.stats += 1
+            self.events.append(event)
+            if self.stats > STATS_CAP:
+                self._compact_stats()
+            return
+        seen = self.per_kind.get(event.kind, 0)
+        self.per_kind[event.kind] = seen + 1
+        if seen < KIND_HEAD:
+            self.events.append(event)
+        else:
+            self.tails.setdefault(event.kind, collections.deque(maxlen=KIND_TAIL)).append(event)
+
+    def _compact_stats(self) -> None:
+        out: list[LogEvent] = []
+        pending: LogEvent | None = None
+        for event in self.events:
+            if event.kind != "stats":
+                if pending is not None:
+                    out.append(pending)
+                    pending = None
+                out.append(event)
+            elif pending is None:
+                pending = event
+            else:
+                out.append(merge_stats(pending, event))
+                pending = None
+        if pending is not None:
+            out.append(pending)
+        self.events = out
+        self.stats = sum(1 for e in out if e.kind == "stats")
+
+    def attempt(self) -> Attempt:
+        events = self.events
+        if self.tails:
+            events = sorted(events + [e for tail in self.tails.values() for e in tail], key=lambda e: e.seq)
+        return Attempt(index=self.index, events=events)
+
+
+def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
+    """Two stats intervals as one: peaks kept, counts summed, the fuller interval's line as evidence."""
+    fa, fb = a.fields, b.fields
+    fields = dict(fb)
+    for key in ("kv_usage", "running", "waiting", "swapped", "cpu_kv_usage"):
+        values = [f[key] for f in (fa, fb) if key in f]
+        if values:
+            fields[key] = max(values)
+    fields["intervals"] = fa.get("intervals", 1) + fb.get("intervals", 1)
+    fields["kv_usage_sum"] = fa.get("kv_usage_sum", fa.get("kv_usage", 0.0)) + fb.get("kv_usage_sum", fb.get("kv_usage", 0.0))
+    fields["saturated"] = fa.get("saturated", int(fa.get("kv_usage", 0.0) >= 0.95)) + \
+        fb.get("saturated", int(fb.get("kv_usage", 0.0) >= 0.95))
+    if "preemptions" in fa or "preemptions" in fb:
+        fields["preemptions"] = fa.get("preemptions", 0) + fb.get("preemptions", 0)
+    fuller = a if fa.get("kv_usage", 0.0) > fb.get("kv_usage", 0.0) else b
+    return dataclasses.replace(b, fields=fields, source=fuller.source)

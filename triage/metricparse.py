@@ -8,14 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping
 
-import regex
-from prometheus_client.parser import text_fd_to_metric_families
-
+import re
 from .errors import InputError
 from .model import SourceRef
 
-_SAMPLE_LINE = regex.compile(r"^\s*(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+\S")
-_LABEL = regex.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_SAMPLE_LINE = re.compile(r"^\s*(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+\S")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +49,7 @@ def _key(name: str, labels: Mapping[str, str]) -> tuple:
 
 def parse_exposition(text: str, path: str, scrape: int = 0) -> list[MetricSample]:
     """All samples of one exposition, each with its line; a malformed file is an InputError."""
+    from prometheus_client.parser import text_fd_to_metric_families   # only when metrics are given
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"

@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 from . import __version__
 from .engine import diagnose
 from .facts import FACTS, extract_facts
-from .logparse import Attempt, ParsedInput, merge_events, parse_log, split_attempts
+from .logparse import Attempt, LogParse, merge_events, split_attempts
 from .metricfacts import extract_metric_facts, merge_facts
 from .metricparse import MetricSample
 from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, InputSummary, LogEvent, RankMemory, Report,
@@ -32,37 +32,14 @@ class Toolkit:
     signatures: SignatureSet
 
 
-def parse_inputs(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor) -> list[ParsedInput]:
-    parsed = []
-    seq = 0
-    for inp in inputs:
-        result = parse_log(inp.name, iter_lines(inp), kit.signatures, redactor, seq_start=seq)
-        seq += len(result.events)
-        if inp.warnings:
-            result.summary = dataclasses.replace(result.summary, warnings=tuple(inp.warnings))
-        parsed.append(result)
-    return parsed
-
-
-def _resequenced(events: list[LogEvent]) -> list[LogEvent]:
-    """Merged events get positions in incident order, which is what `seq` compares."""
-    return [dataclasses.replace(e, seq=i) if e.seq != i else e for i, e in enumerate(events)]
-
-
-def diagnose_attempts(attempts: list[Attempt], kit: Toolkit, log_vllm_lines: int | None,
-                      metric_facts: dict[str, Fact] | None = None) -> list[Diagnosis]:
-    """One diagnosis per attempt. Metrics describe the server as it is now: the last attempt."""
-    results = []
-    earlier: list[LogEvent] = []
-    for index, attempt in enumerate(attempts):
-        facts = extract_facts(attempt.events, kit.signatures, earlier)
-        if log_vllm_lines is not None:
-            facts["vllm_lines"] = Fact("vllm_lines", log_vllm_lines, FACTS["vllm_lines"].unit)
-        if metric_facts and index == len(attempts) - 1:
-            facts = merge_facts(facts, metric_facts)
-        results.append(diagnose(kit.rules, facts))
-        earlier.extend(attempt.events)
-    return results
+def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_lines: int | None,
+                     metric_facts: dict[str, Fact] | None = None, full: bool = True) -> Diagnosis:
+    facts = extract_facts(attempt.events, kit.signatures, earlier)
+    if vllm_lines is not None:
+        facts["vllm_lines"] = Fact("vllm_lines", vllm_lines, FACTS["vllm_lines"].unit)
+    if metric_facts:
+        facts = merge_facts(facts, metric_facts)
+    return diagnose(kit.rules, facts, full=full)
 
 
 def metrics_input(path: str, samples: Sequence[MetricSample], lines: int) -> InputSummary:
@@ -70,32 +47,60 @@ def metrics_input(path: str, samples: Sequence[MetricSample], lines: int) -> Inp
     return InputSummary(path=path, kind="metrics", lines_read=lines, lines_recognised=vllm, vllm_lines=vllm)
 
 
-def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor,
+_SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "model_name", "load_start"})
+
+
+def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                  metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = ()) -> Report:
-    """Diagnose every attempt; the report leads with the last one, the one on call cares about."""
-    events = _resequenced(merge_events([p.events for p in parsed]))
-    attempts = split_attempts(events, kit.signatures)
-    vllm_lines = sum(p.summary.vllm_lines for p in parsed) if parsed else None
+    """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
+    the one on call is looking at. Metrics describe the server as it is now, so they join the last."""
+    sigs = kit.signatures
+    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_keys), sigs, redactor) for inp in inputs]
+    summaries: list[AttemptSummary] = []
+    verdicts: list[str] = []
+    settings: list[LogEvent] = []          # earlier attempts' settings, for what the last one did not print
+    previous: Attempt | None = None
+    for attempt in split_attempts(merge_events(parses), sigs):
+        if previous is not None:
+            early = diagnose_attempt(previous, kit, settings, None, full=False)
+            summaries.append(_summary(previous, early))
+            verdicts.append(early.verdict)
+            settings.extend(e for e in previous.events if e.kind in _SETTINGS_KINDS)
+        previous = attempt
+    assert previous is not None            # split_attempts always yields one
+    logs = [_log_summary(inp, parse, sigs) for inp, parse in zip(inputs, parses)]
+    vllm_lines = sum(s.vllm_lines for s in logs) if logs else None
     metric_facts = extract_metric_facts(metric_samples) if metric_samples or metric_inputs else None
-    diagnoses = diagnose_attempts(attempts, kit, vllm_lines, metric_facts)
-    last = diagnoses[-1]
-    summaries = tuple(
-        AttemptSummary(index=a.index, first=a.events[0].source if a.events else None,
-                       last=a.events[-1].source if a.events else None, verdict=d.verdict,
-                       failed_phase=(d.facts["failed_phase"].value if "failed_phase" in d.facts else None))
-        for a, d in zip(attempts, diagnoses))
-    same = sum(1 for d in diagnoses if d.verdict == last.verdict)
-    unrecognised: list[CoverageGroup] = sorted((g for p in parsed for g in p.unrecognised),
+    last = diagnose_attempt(previous, kit, settings, vllm_lines, metric_facts)
+    summaries.append(_summary(previous, last))
+    verdicts.append(last.verdict)
+    unrecognised: list[CoverageGroup] = sorted((g for p in parses for g in p.unrecognised),
                                                key=lambda g: (-g.count, g.example.path, g.example.line))
-    warnings = tuple(w for p in parsed for w in p.summary.warnings)
     failure = last.facts.get("failure_message")
     failing = last.facts.get("failing_process")
-    return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=summaries,
-                  same_failure_attempts=same, inputs=tuple(p.summary for p in parsed) + tuple(metric_inputs),
+    return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=tuple(summaries),
+                  same_failure_attempts=verdicts.count(last.verdict), inputs=tuple(logs) + tuple(metric_inputs),
                   unrecognised=tuple(unrecognised), command=command_line(last),
-                  timeline=timeline(attempts[-1].events), failure_at=failure.evidence[0] if failure else None,
-                  ranks=rank_memory(attempts[-1].events, failing.value if failing else None),
-                  redactions=dict(redactor.counts), warnings=warnings)
+                  timeline=timeline(previous.events), failure_at=failure.evidence[0] if failure else None,
+                  ranks=rank_memory(previous.events, failing.value if failing else None),
+                  redactions=dict(redactor.counts), warnings=tuple(w for inp in inputs for w in inp.warnings))
+
+
+def _summary(attempt: Attempt, diagnosis: Diagnosis) -> AttemptSummary:
+    phase = diagnosis.facts.get("failed_phase")
+    return AttemptSummary(index=attempt.index, first=attempt.events[0].source if attempt.events else None,
+                          last=attempt.events[-1].source if attempt.events else None, verdict=diagnosis.verdict,
+                          failed_phase=phase.value if phase else None)
+
+
+def _log_summary(inp: LogInput, parse: LogParse, sigs: SignatureSet) -> InputSummary:
+    """The parser saw every line but the bulk ones the reader set aside: add those back."""
+    summary = parse.summary
+    bulk = sum(inp.bulk_lines)
+    bulk_vllm = sum(n for n, sig in zip(inp.bulk_lines, sigs.bulk_key_signatures) if not sig.generic)
+    return dataclasses.replace(summary, lines_read=max(inp.lines_read, summary.lines_read),
+                               lines_recognised=summary.lines_recognised + bulk,
+                               vllm_lines=summary.vllm_lines + bulk_vllm, warnings=tuple(inp.warnings))
 
 
 def command_line(diagnosis: Diagnosis) -> str | None:

@@ -7,6 +7,7 @@ A signature may also say which startup phase its line belongs to, or that it sta
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -58,7 +59,7 @@ FIELD_TYPES: Mapping[str, Callable[[str], Any]] = {
     "bool": _to_bool, "str": _to_str,
 }
 _SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "phase_done", "failure", "weak",
-                   "samples", "also", "catch_all", "generic", "versions", "note"}
+                   "samples", "also", "catch_all", "generic", "bulk", "versions", "note"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class Signature:
     weak: bool                        # a weak phase hint (traceback frames shared by several phases)
     catch_all: bool                   # only counts when no other signature matched the line
     generic: bool                     # matches outside vLLM too: alone it does not make input vLLM output
+    bulk: bool                        # request traffic: counted, never parsed (see scan.py)
     samples: tuple[str, ...]
     also: tuple[str, ...]
     versions: str
@@ -118,8 +120,16 @@ class SignatureSet:
             anchors.setdefault(sig.anchor, []).append(sig)
         self._by_anchor = anchors
         # Longest first so overlapping anchors are all tried; the prefilter only says "maybe".
-        alternation = "|".join(regex.escape(a) for a in sorted(anchors, key=len, reverse=True))
-        self._prefilter = regex.compile(alternation) if alternation else None
+        # What the block scanner sets aside (see scan.py), JSON-escaped forms included.
+        keys: dict[bytes, Signature] = {}
+        for sig in self.signatures:
+            if sig.bulk:
+                keys.setdefault(sig.anchor.encode(), sig)
+                keys.setdefault(_escaped(sig.anchor), sig)
+        self.bulk_keys: tuple[bytes, ...] = tuple(keys)
+        self.bulk_key_signatures: tuple[Signature, ...] = tuple(keys.values())
+        alternation = "|".join(re.escape(a) for a in sorted(anchors, key=len, reverse=True))
+        self._prefilter = re.compile(alternation) if alternation else None   # escaped literals only
 
     def match(self, message: str) -> list[tuple[Signature, dict[str, Any], tuple[int, int]]]:
         """Every signature that matches `message`, in file order."""
@@ -138,6 +148,11 @@ class SignatureSet:
                 hits = specific
             hits.sort(key=lambda h: self._order[h[0].id])
         return hits
+
+
+def _escaped(anchor: str) -> bytes:
+    """The anchor as it reads inside a JSON string (docker json-file, Loki)."""
+    return anchor.replace("\\", "\\\\").replace('"', '\\"').encode()
 
 
 def default_signature_dir() -> Path:
@@ -233,7 +248,7 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
         if entry["anchor"] not in sample:
             raise RuleError(where, f"{key}.samples[{i}]", f"does not contain the anchor {entry['anchor']!r}",
                             "the anchor must be a literal part of every line the signature matches")
-    for flag in ("phase_done", "weak", "catch_all", "generic"):
+    for flag in ("phase_done", "weak", "catch_all", "generic", "bulk"):
         if flag in entry and not isinstance(entry[flag], bool):
             raise RuleError(where, f"{key}.{flag}", "must be true or false")
     also = entry.get("also", [])
@@ -243,5 +258,5 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
         id=entry["id"], kind=entry["kind"], anchor=entry["anchor"], pattern=pattern, fields=dict(fields), sets=dict(sets),
         phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=entry.get("failure"),
         weak=bool(entry.get("weak", False)), catch_all=bool(entry.get("catch_all", False)),
-        generic=bool(entry.get("generic", False)), samples=tuple(samples), also=tuple(also),
+        generic=bool(entry.get("generic", False)), bulk=bool(entry.get("bulk", False)), samples=tuple(samples), also=tuple(also),
         versions=str(entry.get("versions", "")), origin=where)

@@ -14,9 +14,12 @@ import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+import itertools
+import multiprocessing
+from typing import BinaryIO, Callable, Iterator
 
 from .errors import InputError
+from .scan import split_block
 
 MAX_LINE_BYTES = 1 << 20          # a longer physical line is cut here; the rest is skipped
 _SNIFF_BYTES = 64 * 1024
@@ -36,6 +39,10 @@ class LogInput:
     compression: str | None = None
     size: int | None = None       # bytes on disk, when known (for progress)
     warnings: list[str] = field(default_factory=list)
+    lines_read: int = 0           # every line, set once the input has been read
+    bulk_lines: list[int] = field(default_factory=list)   # lines set aside per bulk key (see scan)
+    cut_lines: int = 0            # lines longer than MAX_LINE_BYTES, cut
+    progress: Callable[[int], None] | None = None   # told the bytes read so far (a tty progress bar)
 
 
 def open_log(path: str) -> LogInput:
@@ -97,45 +104,129 @@ def _looks_binary(sample: bytes) -> bool:
     return bad > len(text) * 0.10
 
 
-def iter_lines(inp: LogInput) -> Iterator[tuple[int, str]]:
-    """Yield `(line_number, text)` for each physical line, decoded as UTF-8 with replacement.
+BLOCK_BYTES = 8 << 20
+COMPRESSED_READ_BYTES = 64 << 10
+PIECE_BYTES = 16 << 20            # one worker's share of a large file
+PARALLEL_MIN_BYTES = 64 << 20     # below this, a second process costs more than it saves
+_DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
-    The trailing newline is removed (a CRLF's `\\r` too); NUL bytes are dropped. A truncated
-    compressed stream yields what it held and records a warning; it is not an error.
+
+def iter_lines(inp: LogInput, bulk_keys: tuple[bytes, ...] = ()) -> Iterator[tuple[int, str]]:
+    """Yield `(line_number, text)` for every line except the bulk ones (see `scan`), which are only
+    counted into `inp.bulk_lines`; `inp.lines_read` holds the total once the input is read.
+
+    Lines are decoded as UTF-8 with replacement; newlines, a CRLF's `\r` and NUL bytes are dropped;
+    a line over MAX_LINE_BYTES is cut. A truncated compressed stream yields what it held and warns.
+    A large plain file is split between two worker processes.
     """
     stream = _open_binary(inp)
-    where = inp.name
     try:
-        try:
-            first = stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES] if hasattr(stream, "peek") else b""
-        except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
-            raise InputError(where, f"cannot decompress {inp.compression} data: {exc}",
-                             "check the file is complete, or decompress it yourself") from None
-        if _looks_binary(first):
-            raise InputError(where, "looks like a binary file, not a text log",
-                             "pass the log text (e.g. kubectl logs POD > log.txt); .gz/.bz2/.xz are read directly")
-        number = 0
-        cut_lines = 0
-        while True:
-            try:
-                chunk = stream.readline(MAX_LINE_BYTES)
-            except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
-                inp.warnings.append(
-                    f"{where}: the {inp.compression or 'input'} stream ends early after line {number} ({exc}); "
-                    "diagnosed what was there")
-                break
-            if not chunk:
-                break
-            number += 1
-            if not chunk.endswith(b"\n") and len(chunk) >= MAX_LINE_BYTES:
-                cut_lines += 1
-                _skip_rest_of_line(stream)
-            yield number, _decode(chunk)
-        if cut_lines:
-            inp.warnings.append(f"{where}: {cut_lines} line(s) longer than {MAX_LINE_BYTES >> 20} MiB were cut there")
+        _refuse_binary(stream, inp)
+        inp.bulk_lines = [0] * len(bulk_keys)
+        if inp.path is not None and inp.compression is None and (inp.size or 0) >= PARALLEL_MIN_BYTES \
+                and (os.cpu_count() or 1) > 1:
+            yield from _split_in_parallel(inp, bulk_keys)
+        else:
+            number = 0
+            for block in _blocks(stream, inp):
+                rest, count, tally = split_block(block, bulk_keys, number + 1)
+                for line_no, raw in rest:
+                    yield line_no, _decode(raw, inp)
+                number += count
+                inp.bulk_lines = [a + b for a, b in zip(inp.bulk_lines, tally)]
+            inp.lines_read = number
     finally:
+        _warn_cut(inp)
         if inp.path is not None:
             stream.close()
+
+
+def _refuse_binary(stream: BinaryIO, inp: LogInput) -> None:
+    try:
+        first = stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES] if hasattr(stream, "peek") else b""
+    except _DECOMPRESS_ERRORS as exc:
+        raise InputError(inp.name, f"cannot decompress {inp.compression} data: {exc}",
+                         "check the file is complete, or decompress it yourself") from None
+    if _looks_binary(first):
+        raise InputError(inp.name, "looks like a binary file, not a text log",
+                         "pass the log text (e.g. kubectl logs POD > log.txt); .gz/.bz2/.xz are read directly")
+
+
+def _blocks(stream: BinaryIO, inp: LogInput) -> Iterator[bytes]:
+    """Blocks of whole lines (the last may lack its newline); a line over MAX_LINE_BYTES is cut."""
+    carry = b""
+    skipping = False
+    consumed = 0
+    # A cut compressed stream raises on the read that hits the cut and loses that read's data: read
+    # compressed input in small steps so little is lost.
+    step = BLOCK_BYTES if inp.compression is None else COMPRESSED_READ_BYTES
+    while True:
+        try:
+            chunk = stream.read(step)
+        except _DECOMPRESS_ERRORS as exc:
+            inp.warnings.append(f"{inp.name}: the {inp.compression or 'input'} stream ends early ({exc}); "
+                                "diagnosed what was there")
+            chunk = b""
+        if not chunk:
+            if carry:
+                yield carry
+            return
+        consumed += len(chunk)
+        if inp.progress is not None:
+            inp.progress(consumed)
+        if skipping:
+            newline = chunk.find(b"\n")
+            if newline == -1:
+                continue
+            chunk, skipping = chunk[newline + 1:], False
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n") + 1
+        block, carry = data[:cut], data[cut:]
+        if len(carry) > MAX_LINE_BYTES:
+            block += carry[:MAX_LINE_BYTES] + b"\n"
+            carry, skipping = b"", True
+            inp.cut_lines += 1
+        if block:
+            yield block
+
+
+def _split_in_parallel(inp: LogInput, bulk_keys: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:
+    """Two worker processes split byte ranges of a large plain file while this one parses."""
+    size = inp.size or 0
+    jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk_keys) for start in range(0, size, PIECE_BYTES)]
+    number = 0
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with context.Pool(2) as pool:
+        for (rest, count, tally, cut), (_, _, end, _) in zip(pool.imap(_split_range, jobs), jobs):
+            for rel, raw in rest:
+                yield number + rel, _decode(raw, inp)
+            number += count
+            inp.bulk_lines = [a + b for a, b in zip(inp.bulk_lines, tally)]
+            inp.cut_lines += cut
+            if inp.progress is not None:
+                inp.progress(end)
+    inp.lines_read = number
+
+
+def _split_range(job: tuple[str, int, int, tuple[bytes, ...]]) -> tuple[list[tuple[int, bytes]], int, list[int], int]:
+    """Worker: split the lines that START in [start, end) of a file (the last one may run past end)."""
+    path, start, end, keys = job
+    cut = 0
+    with open(path, "rb") as handle:
+        if start > 0:
+            handle.seek(start - 1)
+            if handle.read(1) != b"\n":                 # starts inside a line: the previous range has it
+                _skip_rest_of_line(handle)
+        begin = handle.tell()
+        data = handle.read(end - begin) if begin < end else b""
+        if data and not data.endswith(b"\n"):
+            tail = handle.readline(MAX_LINE_BYTES)
+            if not tail.endswith(b"\n") and len(tail) >= MAX_LINE_BYTES:
+                cut += 1
+                _skip_rest_of_line(handle)
+            data += tail
+    rest, count, tally = split_block(data, keys, 1)
+    return rest, count, tally, cut
 
 
 def _skip_rest_of_line(stream: BinaryIO) -> None:
@@ -145,15 +236,14 @@ def _skip_rest_of_line(stream: BinaryIO) -> None:
             return
 
 
-def _decode(chunk: bytes) -> str:
-    if b"\x00" in chunk:
-        chunk = chunk.replace(b"\x00", b"")
-    text = chunk.decode("utf-8", "replace")
-    if text.endswith("\n"):
-        text = text[:-1]
-    if text.endswith("\r"):
-        text = text[:-1]
-    return text
+def _decode(raw: bytes, inp: LogInput) -> str:
+    if len(raw) > MAX_LINE_BYTES:
+        raw = raw[:MAX_LINE_BYTES]
+        inp.cut_lines += 1
+    if b"\x00" in raw:
+        raw = raw.replace(b"\x00", b"")
+    text = raw.decode("utf-8", "replace")
+    return text[:-1] if text.endswith("\r") else text
 
 
 MAX_METRICS_BYTES = 64 << 20
@@ -165,4 +255,9 @@ def read_small_text(path: str) -> str:
     if inp.size is not None and inp.size > MAX_METRICS_BYTES:
         raise InputError(path, f"is {inp.size >> 20} MiB; a metrics snapshot is a few hundred KiB",
                          "pass the /metrics body, not a log")
-    return "\n".join(text for _, text in iter_lines(inp)) + "\n"
+    return "\n".join(line for _, line in iter_lines(inp)) + "\n"
+
+
+def _warn_cut(inp: LogInput) -> None:
+    if inp.cut_lines:
+        inp.warnings.append(f"{inp.name}: {inp.cut_lines} line(s) longer than {MAX_LINE_BYTES >> 20} MiB were cut")

@@ -1,0 +1,95 @@
+"""Large logs: request traffic counted not parsed, two processes agree with one, memory stays bounded."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from triage import logparse, sources
+from triage.logparse import LogParse, split_attempts
+from triage.redact import Redactor
+from triage.sources import iter_lines, open_log
+
+from conftest import diagnose_files, diagnose_text
+
+STATS = ("(APIServer pid=1) INFO 09-30 10:{m:02d}:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: 1234.5 "
+         "tokens/s, Avg generation throughput: 456.7 tokens/s, Running: {r} reqs, Waiting: {w} reqs, "
+         "GPU KV cache usage: {kv}%, Prefix cache hit rate: 12.3%")
+
+
+def _request(i: int, prompt: str) -> str:
+    return (f"(APIServer pid=1) INFO 09-30 10:00:00 [logger.py:43] Received request chatcmpl-{i:08x}: "
+            f"prompt: '{prompt}', params: SamplingParams(n=1, temperature=0.7), prompt_token_ids: None.")
+
+
+def test_a_prompt_quoting_an_error_is_not_that_error(kit):
+    """Request logging is traffic: a prompt that pastes an OOM traceback does not make the server OOM."""
+    lines = ["INFO:     Application startup complete."]
+    lines += [_request(i, "why do I get torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB?")
+              for i in range(50)]
+    lines += ['(APIServer pid=1) INFO:     10.0.0.1:5555 - "POST /v1/chat/completions HTTP/1.1" 200 OK'] * 50
+    lines += [STATS.format(m=1, s=i, r=3, w=0, kv=12.5) for i in range(3)]
+    report = diagnose_text(kit, "\n".join(lines) + "\n")
+    assert report.diagnosis.verdict == "healthy"
+    (log,) = report.inputs
+    assert log.lines_read == 104 and log.lines_recognised == 104
+
+
+def _big_log(path, n=6000, seed=7):
+    rnd = random.Random(seed)
+    with open(path, "w") as out:
+        for i in range(n):
+            r = rnd.random()
+            if r < 0.6:
+                out.write(_request(i, "x" * rnd.randint(10, 3000)) + "\n")
+            elif r < 0.9:
+                out.write(f'(APIServer pid=1) INFO:     10.0.0.1:{i} - "POST /v1/completions HTTP/1.1" 200 OK\n')
+            else:
+                out.write(STATS.format(m=i // 600 % 60, s=i // 10 % 60, r=rnd.randint(1, 30), w=rnd.randint(0, 5),
+                                       kv=round(rnd.uniform(10, 99.9), 1)) + "\n")
+
+
+def _read(path, keys):
+    inp = open_log(str(path))
+    got = list(iter_lines(inp, keys))
+    return got, inp.lines_read, inp.bulk_lines
+
+
+def test_two_processes_read_what_one_reads(kit, tmp_path, monkeypatch):
+    path = tmp_path / "big.log"
+    _big_log(path)
+    keys = kit.signatures.bulk_keys
+    one = _read(path, keys)
+    monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 4096)   # pieces cut through the middle of lines
+    two = _read(path, keys)
+    assert two == one
+    assert one[1] == 6000 and sum(one[2]) + len(one[0]) == 6000
+
+
+def test_stats_floods_are_merged_without_losing_peaks_or_counts(kit, tmp_path, monkeypatch):
+    path = tmp_path / "stats.log"
+    rnd = random.Random(3)
+    kvs = [round(rnd.uniform(20, 99.9), 1) for _ in range(2000)]
+    path.write_text("".join(STATS.format(m=i // 60 % 60, s=i % 60, r=rnd.randint(1, 9), w=i % 3, kv=kv) + "\n"
+                            for i, kv in enumerate(kvs)))
+    full = diagnose_files(kit, path).diagnosis.facts
+    monkeypatch.setattr(logparse, "STATS_CAP", 100)
+    bounded_parse = LogParse("s.log", iter_lines(open_log(str(path))), kit.signatures, Redactor())
+    (attempt,) = list(split_attempts(bounded_parse, kit.signatures))
+    assert len(attempt.events) <= 101
+    merged = diagnose_files(kit, path).diagnosis.facts
+    for name in ("kv_cache_usage_max", "stats_lines", "saturated_intervals", "waiting_max", "running_max"):
+        assert merged[name].value == full[name].value, name
+    assert merged["kv_cache_usage_mean"].value == pytest.approx(full["kv_cache_usage_mean"].value, abs=1e-3)
+    assert full["stats_lines"].value == 2000
+
+
+def test_a_flood_of_one_kind_keeps_its_first_and_last(kit, monkeypatch):
+    monkeypatch.setattr(logparse, "KIND_HEAD", 10)
+    monkeypatch.setattr(logparse, "KIND_TAIL", 10)
+    frames = [f'  File "/x/vllm/worker.py", line {i}, in load_model' for i in range(500)]
+    parse = LogParse("f.log", list(enumerate(frames, 1)), kit.signatures, Redactor())
+    (attempt,) = list(split_attempts(parse, kit.signatures))
+    lines = [e.source.line for e in attempt.events]
+    assert lines == list(range(1, 11)) + list(range(491, 501))
