@@ -58,7 +58,7 @@ def _read(path, keys):
 def test_two_processes_read_what_one_reads(kit, tmp_path, monkeypatch):
     path = tmp_path / "big.log"
     _big_log(path)
-    keys = kit.signatures.bulk_keys
+    keys = kit.signatures.bulk_patterns
     one = _read(path, keys)
     monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(sources, "PIECE_BYTES", 4096)   # pieces cut through the middle of lines

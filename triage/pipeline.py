@@ -55,7 +55,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
     the one on call is looking at. Metrics describe the server as it is now, so they join the last."""
     sigs = kit.signatures
-    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_keys), sigs, redactor) for inp in inputs]
+    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor) for inp in inputs]
     summaries: list[AttemptSummary] = []
     verdicts: list[str] = []
     settings: list[LogEvent] = []          # earlier attempts' settings, for what the last one did not print
@@ -97,7 +97,7 @@ def _log_summary(inp: LogInput, parse: LogParse, sigs: SignatureSet) -> InputSum
     """The parser saw every line but the bulk ones the reader set aside: add those back."""
     summary = parse.summary
     bulk = sum(inp.bulk_lines)
-    bulk_vllm = sum(n for n, sig in zip(inp.bulk_lines, sigs.bulk_key_signatures) if not sig.generic)
+    bulk_vllm = sum(inp.bulk_lines[:sigs.bulk_vllm_patterns])
     return dataclasses.replace(summary, lines_read=max(inp.lines_read, summary.lines_read),
                                lines_recognised=summary.lines_recognised + bulk,
                                vllm_lines=summary.vllm_lines + bulk_vllm, warnings=tuple(inp.warnings))

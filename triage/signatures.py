@@ -18,6 +18,7 @@ import regex
 
 from .errors import RuleError
 from .model import PHASES
+from .scan import bulk_pattern
 
 MATCH_TIMEOUT_S = 0.25      # a pathological user regex must not hang the tool
 
@@ -121,13 +122,13 @@ class SignatureSet:
         self._by_anchor = anchors
         # Longest first so overlapping anchors are all tried; the prefilter only says "maybe".
         # What the block scanner sets aside (see scan.py), JSON-escaped forms included.
-        keys: dict[bytes, Signature] = {}
-        for sig in self.signatures:
-            if sig.bulk:
-                keys.setdefault(sig.anchor.encode(), sig)
-                keys.setdefault(_escaped(sig.anchor), sig)
-        self.bulk_keys: tuple[bytes, ...] = tuple(keys)
-        self.bulk_key_signatures: tuple[Signature, ...] = tuple(keys.values())
+        # What the block scanner blanks out (see scan.py): vLLM's own request lines, then generic
+        # ones (uvicorn access lines), counted apart because only the first prove the log is vLLM's.
+        self.bulk_patterns: tuple[re.Pattern[bytes], ...] = tuple(
+            bulk_pattern([a for s in group for a in (s.anchor.encode(), _escaped(s.anchor))])
+            for group in ([s for s in self.signatures if s.bulk and not s.generic],
+                          [s for s in self.signatures if s.bulk and s.generic]) if group)
+        self.bulk_vllm_patterns = 1 if any(s.bulk and not s.generic for s in self.signatures) else 0
         alternation = "|".join(re.escape(a) for a in sorted(anchors, key=len, reverse=True))
         self._prefilter = re.compile(alternation) if alternation else None   # escaped literals only
 

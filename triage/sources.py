@@ -10,6 +10,7 @@ import gzip
 import io
 import lzma
 import os
+import re
 import stat
 import sys
 import zlib
@@ -111,7 +112,7 @@ PARALLEL_MIN_BYTES = 64 << 20     # below this, a second process costs more than
 _DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
 
-def iter_lines(inp: LogInput, bulk_keys: tuple[bytes, ...] = ()) -> Iterator[tuple[int, str]]:
+def iter_lines(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = ()) -> Iterator[tuple[int, str]]:
     """Yield `(line_number, text)` for every line except the bulk ones (see `scan`), which are only
     counted into `inp.bulk_lines`; `inp.lines_read` holds the total once the input is read.
 
@@ -122,14 +123,14 @@ def iter_lines(inp: LogInput, bulk_keys: tuple[bytes, ...] = ()) -> Iterator[tup
     stream = _open_binary(inp)
     try:
         _refuse_binary(stream, inp)
-        inp.bulk_lines = [0] * len(bulk_keys)
+        inp.bulk_lines = [0] * len(bulk)
         if inp.path is not None and inp.compression is None and (inp.size or 0) >= PARALLEL_MIN_BYTES \
                 and (os.cpu_count() or 1) > 1:
-            yield from _split_in_parallel(inp, bulk_keys)
+            yield from _split_in_parallel(inp, bulk)
         else:
             number = 0
             for block in _blocks(stream, inp):
-                rest, count, tally = split_block(block, bulk_keys, number + 1)
+                rest, count, tally = split_block(block, bulk, number + 1)
                 for line_no, raw in rest:
                     yield line_no, _decode(raw, inp)
                 number += count
@@ -190,10 +191,10 @@ def _blocks(stream: BinaryIO, inp: LogInput) -> Iterator[bytes]:
             yield block
 
 
-def _split_in_parallel(inp: LogInput, bulk_keys: tuple[bytes, ...]) -> Iterator[tuple[int, str]]:
+def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> Iterator[tuple[int, str]]:
     """Two worker processes split byte ranges of a large plain file while this one parses."""
     size = inp.size or 0
-    jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk_keys) for start in range(0, size, PIECE_BYTES)]
+    jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk) for start in range(0, size, PIECE_BYTES)]
     number = 0
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with context.Pool(2) as pool:
@@ -208,9 +209,10 @@ def _split_in_parallel(inp: LogInput, bulk_keys: tuple[bytes, ...]) -> Iterator[
     inp.lines_read = number
 
 
-def _split_range(job: tuple[str, int, int, tuple[bytes, ...]]) -> tuple[list[tuple[int, bytes]], int, list[int], int]:
+def _split_range(job: tuple[str, int, int, tuple[re.Pattern[bytes], ...]]
+                 ) -> tuple[list[tuple[int, bytes]], int, list[int], int]:
     """Worker: split the lines that START in [start, end) of a file (the last one may run past end)."""
-    path, start, end, keys = job
+    path, start, end, bulk = job
     cut = 0
     with open(path, "rb") as handle:
         if start > 0:
@@ -225,7 +227,7 @@ def _split_range(job: tuple[str, int, int, tuple[bytes, ...]]) -> tuple[list[tup
                 cut += 1
                 _skip_rest_of_line(handle)
             data += tail
-    rest, count, tally = split_block(data, keys, 1)
+    rest, count, tally = split_block(data, bulk, 1)
     return rest, count, tally, cut
 
 

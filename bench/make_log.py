@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Write a realistic vLLM V1 server log of a given size, deterministically.
+
+A busy OpenAI-compatible server: a normal startup, then hours of serving with request logging
+(prompts of varied length), uvicorn access lines and a stats line every 10 s, the odd warning, and
+near the end an out-of-memory error while serving with its traceback and the engine's death.
+
+usage: python bench/make_log.py OUT.log [--mb 1024] [--seed 1]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+
+WORDS = ("the of and to in is you that it he was for on are as with his they at be this have from or one had by "
+         "word but not what all were we when your can said there use an each which she do how their if will up "
+         "other about out many then them these so some her would make like him into time has look two more write "
+         "go see number no way could people my than first water been call who oil its now find long down day did "
+         "get come made may part summarise translate explain code function error memory model server").split()
+
+STARTUP = """\
+(APIServer pid=1) INFO 11-29 21:00:01 [api_server.py:1885] vLLM API server version 0.10.2
+(APIServer pid=1) INFO 11-29 21:00:01 [utils.py:328] non-default args: {{'model_tag': 'Qwen/Qwen2.5-32B-Instruct', 'host': '0.0.0.0', 'model': 'Qwen/Qwen2.5-32B-Instruct', 'max_model_len': 32768, 'gpu_memory_utilization': 0.92, 'tensor_parallel_size': 2, 'api_key': ['sk-FAKE00000000000000000000']}}
+(APIServer pid=1) INFO 11-29 21:00:09 [model.py:1510] Using max model len 32768
+(EngineCore_DP0 pid=311) INFO 11-29 21:00:12 [core.py:76] Initializing a V1 LLM engine (v0.10.2) with config: model='Qwen/Qwen2.5-32B-Instruct', speculative_config=None, tokenizer='Qwen/Qwen2.5-32B-Instruct', dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=2, pipeline_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto, enable_prefix_caching=True
+(Worker_TP0 pid=405) INFO 11-29 21:00:31 [gpu_model_runner.py:2338] Starting to load model Qwen/Qwen2.5-32B-Instruct...
+(Worker_TP0 pid=405) INFO 11-29 21:01:40 [default_loader.py:267] Loading weights took 67.01 seconds
+(Worker_TP0 pid=405) INFO 11-29 21:01:41 [gpu_model_runner.py:2392] Model loading took 30.5316 GiB and 68.212345 seconds
+(Worker_TP0 pid=405) INFO 11-29 21:02:10 [gpu_worker.py:298] Available KV cache memory: 39.86 GiB
+(EngineCore_DP0 pid=311) INFO 11-29 21:02:11 [kv_cache_utils.py:864] GPU KV cache size: 326,544 tokens
+(EngineCore_DP0 pid=311) INFO 11-29 21:02:11 [kv_cache_utils.py:868] Maximum concurrency for 32,768 tokens per request: 9.97x
+(Worker_TP0 pid=405) INFO 11-29 21:02:40 [gpu_model_runner.py:3118] Graph capturing finished in 29 secs, took 1.12 GiB
+(EngineCore_DP0 pid=311) INFO 11-29 21:02:41 [core.py:218] init engine (profile, create kv cache, warmup model) took 89.02 seconds
+(APIServer pid=1) INFO 11-29 21:02:43 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000
+(APIServer pid=1) INFO:     Started server process [1]
+(APIServer pid=1) INFO:     Waiting for application startup.
+(APIServer pid=1) INFO:     Application startup complete.
+"""
+
+FAILURE = """\
+(EngineCore_DP0 pid=311) ERROR {ts} [dump_input.py:69] Dumping input data for V1 LLM engine (v0.10.2) with config: model='Qwen/Qwen2.5-32B-Instruct', speculative_config=None, 
+(EngineCore_DP0 pid=311) ERROR {ts} [core.py:710] EngineCore encountered a fatal error.
+(EngineCore_DP0 pid=311) ERROR {ts} [core.py:710] Traceback (most recent call last):
+(EngineCore_DP0 pid=311) ERROR {ts} [core.py:710]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 701, in run_engine_core
+(EngineCore_DP0 pid=311) ERROR {ts} [core.py:710]     engine_core.run_busy_loop()
+(EngineCore_DP0 pid=311) ERROR {ts} [core.py:710]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 728, in run_busy_loop
+(EngineCore_DP0 pid=311) ERROR {ts} [core.py:710]     self._process_engine_step()
+(EngineCore_DP0 pid=311) ERROR {ts} [core.py:710]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 237, in execute_model
+(EngineCore_DP0 pid=311) ERROR {ts} [core.py:710] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.12 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.31 GiB is free. Including non-PyTorch memory, this process has 77.86 GiB memory in use. Of the allocated memory 74.92 GiB is allocated by PyTorch, and 1.01 GiB is reserved by PyTorch but unallocated.
+(APIServer pid=1) ERROR {ts} [async_llm.py:480] AsyncLLM output_handler failed.
+(APIServer pid=1) vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
+"""
+
+
+def stamp(t: int) -> str:
+    day, rest = divmod(t, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return f"11-{29 + day:02d} {h:02d}:{m:02d}:{s:02d}"
+
+
+def write(path: str, size: int, seed: int) -> int:
+    rnd = random.Random(seed)
+    written = 0
+    lines = 0
+    t = 21 * 3600 + 2 * 60 + 45
+    next_stats = t + 10
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(STARTUP)
+        request = 0
+        while written < size - 4096:
+            t += rnd.choice((0, 0, 0, 1))
+            ts = stamp(t)
+            request += 1
+            rid = f"chatcmpl-{rnd.getrandbits(128):032x}"
+            prompt = " ".join(rnd.choice(WORDS) for _ in range(int(rnd.expovariate(1 / 120)) + 5))
+            chunk = (f"(APIServer pid=1) INFO {ts} [logger.py:43] Received request {rid}: prompt: '<|im_start|>user\\n"
+                     f"{prompt}<|im_end|>\\n<|im_start|>assistant\\n', params: SamplingParams(n=1, presence_penalty=0.0, "
+                     f"frequency_penalty=0.0, temperature=0.7, top_p=0.8, max_tokens={rnd.randint(64, 2048)}), "
+                     f"prompt_token_ids: None, prompt_embeds shape: None, lora_request: None.\n"
+                     f"(APIServer pid=1) INFO {ts} [async_llm.py:317] Added request {rid}.\n"
+                     f"(APIServer pid=1) INFO:     10.42.{rnd.randint(0, 255)}.{rnd.randint(1, 254)}:{rnd.randint(30000, 60000)}"
+                     f" - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n")
+            lines += 3
+            if t >= next_stats:
+                next_stats = t + 10
+                kv = min(99.9, max(5.0, rnd.gauss(55, 15)))
+                chunk += (f"(APIServer pid=1) INFO {ts} [loggers.py:123] Engine 000: Avg prompt throughput: "
+                          f"{rnd.uniform(500, 9000):.1f} tokens/s, Avg generation throughput: {rnd.uniform(300, 3000):.1f} "
+                          f"tokens/s, Running: {rnd.randint(5, 60)} reqs, Waiting: 0 reqs, GPU KV cache usage: {kv:.1f}%, "
+                          f"Prefix cache hit rate: {rnd.uniform(10, 60):.1f}%\n")
+                lines += 1
+            if request % 50_000 == 0:
+                chunk += (f"(APIServer pid=1) WARNING {ts} [protocol.py:81] The following fields were present in the "
+                          f"request but ignored: {{'reasoning_effort'}}\n")
+                lines += 1
+            out.write(chunk)
+            written += len(chunk)
+        failure = FAILURE.format(ts=stamp(t + 1))
+        out.write(failure)
+        lines += failure.count("\n")
+    return lines + STARTUP.count("\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out")
+    parser.add_argument("--mb", type=int, default=1024, help="size in MiB (default 1024)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    lines = write(args.out, args.mb << 20, args.seed)
+    print(f"wrote {args.out}: {lines:,} lines")
+
+
+if __name__ == "__main__":
+    main()
