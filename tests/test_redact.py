@@ -63,3 +63,15 @@ def test_already_masked_values_are_left_alone():
     text = "non-default args: {'api_key': '***', 'hf_token': '***'}"
     redactor = Redactor()
     assert redactor.text(text) == text and not redactor.counts
+
+
+def test_prompts_are_masked_on_request(tmp_path):
+    """Prompt text that reaches evidence (here in an error line) is masked with --redact-prompts."""
+    log = tmp_path / "p.log"
+    log.write_text("ERROR 01-22 18:27:19 serving_chat.py:200] Error in preprocessing prompt inputs: prompt: "
+                   "'my secret medical question', prompt_token_ids: [1, 2, 3]\n"
+                   "ValueError: Invalid repository ID or local directory specified: 'acme/x'.\n")
+    plain = run_cli("--format", "json", str(log)).stdout.decode()
+    assert "my secret medical question" in plain
+    masked = run_cli("--format", "json", "--redact-prompts", str(log)).stdout.decode()
+    assert "my secret medical question" not in masked and json.loads(masked)["redactions"]["prompt"] >= 1

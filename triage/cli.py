@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -97,8 +98,9 @@ def cli() -> None:
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="A saved /metrics snapshot (curl .../metrics > m.prom); repeat for several, oldest first.")
 @click.option("--no-redact", is_flag=True, help="Show secrets (API keys, tokens) in the report instead of ***.")
+@click.option("--redact-prompts", is_flag=True, help="Also mask prompt and completion text in evidence lines.")
 def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
-             metrics_files: tuple[str, ...], no_redact: bool) -> None:
+             metrics_files: tuple[str, ...], no_redact: bool, redact_prompts: bool) -> None:
     """Diagnose FILE... (use - for stdin). Several files are read as one incident."""
     if not files and not metrics_files:
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
@@ -113,7 +115,10 @@ def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: st
         got = parse_exposition(text, path, scrape)
         samples.extend(got)
         metric_inputs.append(metrics_input(path, got, text.count("\n") + (0 if text.endswith("\n") else 1)))
-    redactor = Redactor(enabled=not no_redact)
+    redactor = Redactor(enabled=not no_redact, prompts=redact_prompts)
+    if sys.stderr.isatty():
+        for inp in inputs:
+            inp.progress = ProgressLine(inp.name, inp.size)
     report = build_report(inputs, kit, redactor, samples, metric_inputs)
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
@@ -157,6 +162,33 @@ def facts_markdown() -> str:
     for spec in FACTS.values():
         lines.append(f"| `{spec.name}` | {spec.type.__name__} | {spec.unit or ''} | {spec.description} |")
     return "\n".join(lines) + "\n"
+
+
+class ProgressLine:
+    """Reading progress on a terminal's stderr: bytes, rate, time left when the size is known.
+    Shown only for a read that takes a while, redrawn at most five times a second, erased at the end."""
+
+    def __init__(self, name: str, size: int | None) -> None:
+        self.name, self.size = name, size
+        self.start = time.monotonic()
+        self.shown = 0.0
+
+    def __call__(self, done: int) -> None:
+        now = time.monotonic()
+        elapsed = now - self.start
+        if elapsed < 1.0 or now - self.shown < 0.2:
+            return
+        self.shown = now
+        rate = done / elapsed
+        text = f"reading {self.name}: {done / 2**20:,.0f} MiB"
+        if self.size:
+            left = (self.size - done) / rate if rate else 0
+            text += f" of {self.size / 2**20:,.0f} MiB, {rate / 1e6:,.0f} MB/s, {left:,.0f} s left"
+        else:
+            text += f", {rate / 1e6:,.0f} MB/s"
+        click.echo(f"\r{text}\x1b[K", err=True, nl=False)
+        if self.size and done >= self.size:
+            click.echo("\r\x1b[K", err=True, nl=False)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -32,19 +32,33 @@ _QUICK = re.compile(r"(?i)(?:key|token|passw|passwd|secret)['\"]?\s*[=:]|--api-k
                     r"|bearer\s|://[^\s/@]+:[^\s/@]*@|AKIA|ASIA")
 
 
-class Redactor:
-    """Masks secrets; `counts` says which kinds were hidden and how often."""
+# Prompt and completion text in request logging, dumps and request errors (--redact-prompts).
+_PROMPTS = (
+    ("prompt", re.compile(r"""(?:\bprompt|'prompt'|"prompt"|\boutput|'content'|"content")\s*[:=]\s*(?P<q>['"])(?P<secret>(?:\\.|(?!(?P=q)).)*)(?P=q)""")),
+    ("prompt", re.compile(r"\bprompt(?:_token)?_ids\s*[:=]\s*\[(?P<secret>[^\]]*)\]")),
+)
+_QUICK_PROMPT = re.compile(r"(?i)prompt|output|content")
 
-    def __init__(self, enabled: bool = True) -> None:
+
+class Redactor:
+    """Masks secrets (and, when asked, prompts); `counts` says which kinds were hidden and how often."""
+
+    def __init__(self, enabled: bool = True, prompts: bool = False) -> None:
         self.enabled = enabled
+        self.prompts = prompts
         self.counts: Counter[str] = Counter()
 
     def redact_mapped(self, text: str) -> tuple[str, Callable[[int], int]]:
         """Redact `text`; also return a function mapping offsets in `text` to offsets in the result."""
-        if not self.enabled or not _QUICK.search(text):
+        patterns: list[tuple[str, re.Pattern[str]]] = []
+        if self.enabled and _QUICK.search(text):
+            patterns.extend(_PATTERNS)
+        if self.prompts and _QUICK_PROMPT.search(text):
+            patterns.extend(_PROMPTS)
+        if not patterns:
             return text, lambda pos: pos
         cuts: list[tuple[int, int]] = []
-        for kind, pattern in _PATTERNS:
+        for kind, pattern in patterns:
             for m in pattern.finditer(text):
                 start, end = m.span("secret")
                 if any(s < end and start < e for s, e in cuts):

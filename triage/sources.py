@@ -140,6 +140,8 @@ def iter_lines(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = ()) -> Itera
         _warn_cut(inp)
         if inp.path is not None:
             stream.close()
+    if inp.lines_read == 0:
+        inp.warnings.append(f"{inp.name}: the input is empty")
 
 
 def _refuse_binary(stream: BinaryIO, inp: LogInput) -> None:
