@@ -20,6 +20,9 @@ LOG = f"""INFO 05-14 08:01:02 api_server.py:585] args: Namespace(host=None, port
 (APIServer pid=1) INFO 09-30 10:00:02 [utils.py:328] non-default args: {{'model': 'm', 'api_key': ['{SECRETS['api_key']}'], 'max_model_len': 32768}}
 WARNING 05-14 08:01:03 envs.py:1] HF_TOKEN={SECRETS['hf_token']} AWS_ACCESS_KEY_ID={SECRETS['aws']} proxy https://admin:{SECRETS['url_password']}@proxy.corp:3128
 ERROR 05-14 08:01:04 client.py:1] request failed with header Authorization: Bearer {SECRETS['bearer']}
+INFO 05-14 08:01:05 llm_engine.py:161] Initializing an LLM engine (v0.5.0) with config: model='https://admin:{SECRETS['url_password']}@models.corp/llama', tokenizer='m', dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=1, quantization=None
+WARNING 05-14 08:01:06 utils.py:9] Starting with VLLM_API_KEY={SECRETS['api_key']} and --api-key {SECRETS['api_key']}
+huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url https://huggingface.co/m/resolve/main/config.json?token={SECRETS['hf_token']}.
 ValueError: Free memory on device (31.02/79.19 GiB) on startup is less than desired GPU memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.
 """
 
