@@ -99,9 +99,17 @@ def default_rules_dir() -> Path:
     return Path(str(resources.files("triage.rules_data")))
 
 
+_LISTINGS = {"facts": "`vtriage rules --facts` lists the facts", "fixes": "`vtriage rules --fixes` lists the fixes",
+             "nodes": "`vtriage rules` shows the tree"}
+
+
 def _hint(name: str, known: Iterable[str], what: str) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f"did you mean {close[0]!r}?" if close else f"see `vtriage rules --{what}` for the list"
+    """'did you mean ...?' when something is close, else where to look."""
+    known = list(known)
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return _LISTINGS.get(what) or f"one of {', '.join(sorted(known))}"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -116,12 +124,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _check_keys(path: Path, key: str, table: Mapping[str, Any], allowed: set[str]) -> None:
     for name in table:
         if name not in allowed:
-            raise RuleError(str(path), f"{key}.{name}".lstrip("."), "unknown key",
-                            _hint(name, allowed, "keys") if difflib.get_close_matches(name, list(allowed), n=1)
-                            else f"allowed keys: {', '.join(sorted(allowed))}")
+            raise RuleError(str(path), f"{key}.{name}".lstrip("."), "unknown key", _hint(name, allowed, "keys"))
 
 
-def parse_condition(path: Path, key: str, raw: Any, fix_names: Iterable[str] = ()) -> Condition:
+def parse_condition(path: Path, key: str, raw: Any) -> Condition:
     """Turn a TOML condition table into a Condition, checking every fact name and operator."""
     if not isinstance(raw, dict):
         raise RuleError(str(path), key, "a condition must be a table", "e.g. { fact = \"failure_kind\", op = \"==\", value = \"cuda_oom\" }")
@@ -275,7 +281,7 @@ def load_rules(directory: Path | None = None, fix_names: Iterable[str] | None = 
         nodes[node.id] = node
     for node in nodes.values():
         if node.parent and node.parent not in nodes:
-            raise RuleError(node.path, "parent", f"unknown parent {node.parent!r}", _hint(node.parent, nodes, "list"))
+            raise RuleError(node.path, "parent", f"unknown parent {node.parent!r}", _hint(node.parent, nodes, "nodes"))
     for node in nodes.values():
         seen, current = {node.id}, node
         while current.parent:

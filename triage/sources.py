@@ -15,7 +15,6 @@ import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
-import itertools
 import multiprocessing
 from typing import BinaryIO, Callable, Iterator
 

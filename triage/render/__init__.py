@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from ..model import Report
 from .json import render_json
 from .text import render_text
 
