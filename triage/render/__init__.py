@@ -4,7 +4,9 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from ..model import Report
+from .html import render_html
 from .json import render_json
+from .markdown import render_markdown
 from .text import render_text
 
 Renderer = Callable[..., str]
@@ -12,4 +14,6 @@ Renderer = Callable[..., str]
 RENDERERS: Mapping[str, Renderer] = {
     "text": render_text,
     "json": render_json,
+    "markdown": render_markdown,
+    "html": render_html,
 }
