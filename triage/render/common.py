@@ -33,6 +33,14 @@ LONG_FACTS: frozenset[str] = frozenset({"failure_message"})
 UNKNOWN = "unknown"
 
 
+MAX_PROSE = 600   # a rule's sentence can quote a log line; a 200 KB line must not become a 200 KB sentence
+
+
+def clip(text: str, limit: int = MAX_PROSE) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def verdict_title(verdict: str) -> str:
     return VERDICT_TITLES.get(verdict, verdict.replace("_", " "))
 

@@ -17,7 +17,7 @@ from markupsafe import Markup, escape
 
 from ..model import Report, SourceRef
 from . import charts
-from .common import (attempts_sentence, coverage_sentence, fix_is_unchecked, format_fact, format_value,
+from .common import (attempts_sentence, clip, coverage_sentence, fix_is_unchecked, format_fact, format_value,
                      lead_finding, ordered_facts, redactions_sentence, references, split_match, verdict_title)
 
 MAX_EVIDENCE_LINES = 12      # per finding; a 1 GB log must still make a small page
@@ -55,7 +55,7 @@ def log_line(ref: SourceRef) -> LogLine:
 
 def inline_code(text: str) -> Markup:
     """Prose from the rules uses `backticks` for commands; show them as code, escaping everything."""
-    pieces = str(text).split("`")
+    pieces = clip(text).split("`")
     if len(pieces) % 2 == 0:     # unbalanced: leave it as plain text
         return escape(text)
     return Markup("").join(escape(p) if i % 2 == 0 else Markup("<code>") + escape(p) + Markup("</code>")
@@ -70,6 +70,7 @@ def environment() -> jinja2.Environment:
     env.filters["fact"] = format_fact
     env.filters["value"] = format_value
     env.filters["code"] = inline_code
+    env.filters["clip"] = clip
     return env
 
 

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from ..model import Report, SourceRef
-from .common import (MEMORY_FACTS, attempts_sentence, coverage_sentence, fix_is_unchecked, format_fact, key_fact_names,
+from .common import (MEMORY_PARTS, attempts_sentence, clip, coverage_sentence, fix_is_unchecked, format_fact, key_fact_names,
                      lead_finding, redactions_sentence, references, verdict_title)
 
 MAX_EVIDENCE_LINES = 12
@@ -21,7 +21,7 @@ _PROSE_SPECIAL = re.compile(r"([\\\[\]*!])")
 
 def prose(text: str) -> str:
     """Text outside code: HTML can't open, links and images can't form. Backticks stay (our texts use them)."""
-    return _PROSE_SPECIAL.sub(r"\\\1", html.escape(" ".join(str(text).split()), quote=False))
+    return _PROSE_SPECIAL.sub(r"\\\1", html.escape(clip(" ".join(str(text).split())), quote=False))
 
 
 def code_span(text: str) -> str:
@@ -97,7 +97,7 @@ def render_markdown(report: Report, **_: Any) -> str:
             fact = d.facts[name]
             where = code_span(fact.evidence[0].where()) if fact.evidence else (prose(fact.note) if fact.note else "")
             out.append(f"| {cell(code_span(name))} | {cell(prose(format_fact(fact)))} | {cell(where)} |")
-        unknown = [name for name in MEMORY_FACTS if name not in d.facts]
+        unknown = [name for name in ("gpu_total_gib", "budget_gib", *(n for n, _ in MEMORY_PARTS)) if name not in d.facts]
         out.append("")
         if unknown:
             out += ["Unknown (not in the input, not zero): " + ", ".join(code_span(n) for n in unknown) + ".", ""]
