@@ -262,8 +262,8 @@ def _bars_path(values: Sequence[float | None], xs: Sequence[float], top: float) 
     out = []
     for x, v in zip(xs, values):
         if v:
-            y = _y(v, top)
-            out.append(f"M{x - width / 2:.2f} {CHART_HEIGHT:g} V{y:g} h{width:.2f} V{CHART_HEIGHT:g} Z")
+            left, right = max(0.0, x - width / 2), min(VIEW_WIDTH, x + width / 2)
+            out.append(f"M{left:.2f} {CHART_HEIGHT:g} V{_y(v, top):g} H{right:.2f} V{CHART_HEIGHT:g} Z")
     return " ".join(out)
 
 

@@ -24,7 +24,7 @@ MAX_EVIDENCE_LINES = 12      # per finding; a 1 GB log must still make a small p
 MAX_UNRECOGNISED = 20
 MAX_ATTEMPTS = 50
 LINE_PREVIEW = 320           # characters of a long line shown before it is folded
-LINE_MAX = 4000              # characters of a line the page holds at all
+LINE_MAX = 2000              # characters of a line the page holds at all
 
 
 @dataclass(frozen=True)
