@@ -87,6 +87,11 @@ def pages(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
         assert result.stderr == b"" and page.exists(), result.stderr
         data = json.loads(run_cli("--format", "json", log.name, cwd=log.parent).stdout)
         made[name] = (page, data)
+    metrics = ROOT / "fixtures" / "metrics"
+    args = ("--metrics", str(metrics / "v1-preempting-0.prom"), "--metrics", str(metrics / "v1-preempting-1.prom"))
+    page = out / "metrics-only.html"
+    run_cli("--format", "html", "-o", str(page), *args)
+    made["metrics-only"] = (page, json.loads(run_cli("--format", "json", *args).stdout))
     return made
 
 
@@ -123,7 +128,7 @@ def visible_text(driver, selector: str) -> str:
     return element.text
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [*CASES, "metrics-only"])
 def test_report_opens_cleanly_offline(browser, pages, artifacts, case):
     from selenium.webdriver.common.by import By
     page, data = pages[case]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import difflib
 import hashlib
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -213,6 +214,17 @@ def test_timeline_charts_and_the_failure_mark():
     for series in ("series-kv area", "series-running line", "series-waiting line", "series-preemptions bars"):
         assert f'class="series {series}" d="M' in html
     assert 'class="failure-line"' not in html              # nothing failed: nothing to mark
+
+
+def test_metrics_snapshots_make_the_timeline_when_the_log_has_none():
+    metrics = ROOT / "fixtures" / "metrics"
+    args = ("--metrics", str(metrics / "v1-preempting-0.prom"), "--metrics", str(metrics / "v1-preempting-1.prom"))
+    data = json.loads(vtriage("--format", "json", *args)[1])
+    assert [(p["kv_cache_usage"], p["running"], p["waiting"], p["preemptions"]) for p in data["timeline"]] == [
+        (0.9912, 212, 57, None), (0.9987, 208, 93, 18954 - 18211)]
+    _, html = vtriage("--format", "html", *args)
+    assert "2 /metrics snapshots, one step each." in parse(html).text()
+    assert 'class="series series-preemptions bars"' in html
 
 
 def test_html_to_stdout_and_to_a_file(tmp_path):

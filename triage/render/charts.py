@@ -213,6 +213,7 @@ class Tick:
 class Timeline:
     charts: tuple[TimeChart, ...]
     points: int
+    step: str                      # what one point is: a stats interval or a /metrics snapshot
     ticks: tuple[Tick, ...]
     failure_x: float | None        # %
     failure: SourceRef | None
@@ -286,10 +287,12 @@ def _failure_position(points: Sequence[TimelinePoint], failure: SourceRef | None
     return round(100.0 * (before - 0.5) / (n - 1), 3), None
 
 
-def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None) -> Timeline | None:
-    """Three small charts on one x axis (one step per stats interval): KV usage, requests, preemptions."""
+def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None,
+             metric_paths: frozenset[str] = frozenset()) -> Timeline | None:
+    """Three small charts on one x axis (one step per stats interval or snapshot): KV usage, requests, preemptions."""
     if not points:
         return None
+    step = "/metrics snapshot" if all(p.source.path in metric_paths for p in points) else "stats interval"
     xs = _xs(len(points))
     kv = [None if p.kv_cache_usage is None else 100.0 * p.kv_cache_usage for p in points]
     running = [None if p.running is None else float(p.running) for p in points]
@@ -322,7 +325,7 @@ def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None) -> Time
                                      "V0 logs a warning line instead)"))
     n = len(points)
     picks = sorted({round(k * (n - 1) / 4) for k in range(5)}) if n > 1 else [0]
-    ticks = tuple(Tick(round(100.0 * (i / (n - 1) if n > 1 else 0.5), 3), points[i].time or f"line {points[i].source.line}")
+    ticks = tuple(Tick(round(100.0 * (i / (n - 1) if n > 1 else 0.5), 3), points[i].time or points[i].source.where())
                   for i in picks)
     failure_x, note = _failure_position(points, failure)
-    return Timeline(tuple(charts), n, ticks, failure_x, failure, note)
+    return Timeline(tuple(charts), n, step, ticks, failure_x, failure, note)
