@@ -194,9 +194,11 @@ def test_phone_width_dark_mode_and_print(browser, pages, artifacts):
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
                             {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
     try:
+        for name, (other, _) in sorted(pages.items()):
+            open_page(browser, other)
+            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), \
+                f"{name}: the page scrolls sideways on a phone"
         open_page(browser, page)
-        assert browser.execute_script(
-            "return document.documentElement.scrollWidth <= window.innerWidth"), "the page scrolls sideways on a phone"
         background = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
         red, green, blue = (int(v) for v in background[background.index("(") + 1:-1].split(",")[:3])
         assert red + green + blue < 150, f"dark mode background is {background}"

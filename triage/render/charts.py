@@ -28,10 +28,6 @@ class Segment:
     note: str | None = None
 
     @property
-    def gib(self) -> float | None:
-        return None if self.fact is None else self.fact.value
-
-    @property
     def where(self) -> SourceRef | None:
         return self.fact.evidence[0] if self.fact and self.fact.evidence else None
 

@@ -90,7 +90,6 @@ def context(report: Report) -> dict[str, Any]:
         "d": d,
         "lead": lead,
         "title": verdict_title(d.verdict),
-        "verdict_title": verdict_title,
         "findings": [(f, [log_line(r) for r in f.evidence[:MAX_EVIDENCE_LINES]],
                       max(0, len(f.evidence) - MAX_EVIDENCE_LINES)) for f in d.findings],
         "fixes": [(f, fix_is_unchecked(f)) for f in d.fixes],
