@@ -25,6 +25,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite golden files on purpose")
 
 
+_ARTIFACTS: list[str] = []
+
+
+def note_artifacts(line: str) -> None:
+    """Files a test wrote for a person to look at; the path is printed at the end of the run."""
+    if line not in _ARTIFACTS:
+        _ARTIFACTS.append(line)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    for line in _ARTIFACTS:
+        terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def kit():
     return load_toolkit(str(RULES_DIR))

@@ -86,6 +86,7 @@ def cli() -> None:
       vtriage server.log                      diagnose a log (several files = one incident)
       kubectl logs POD --previous | vtriage - read stdin
       vtriage --format json server.log        machine-readable report
+      vtriage --format html -o report.html server.log   one self-contained page for the ticket
     """
 
 

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 from .facts import FACTS
 from .metricparse import MetricSample
-from .model import Fact, SourceRef
+from .model import Fact, SourceRef, TimelinePoint
 
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 PREEMPTIONS = ("vllm:num_preemptions_total",)
@@ -116,3 +116,25 @@ def merge_facts(log: Mapping[str, Fact], metrics: Mapping[str, Fact]) -> dict[st
         elif name == "vllm_lines":
             merged[name] = Fact(name, mine.value + fact.value, mine.unit, mine.evidence + fact.evidence)
     return merged
+
+
+def metric_timeline(samples: Sequence[MetricSample]) -> list[TimelinePoint]:
+    """One chart point per snapshot, oldest first: the fullest engine's KV usage, requests summed over
+    engines, and the preemptions counted since the previous snapshot (unknown for the first)."""
+    points: list[TimelinePoint] = []
+    previous: dict[tuple, float] = {}
+    for scrape in sorted({s.scrape for s in samples}):
+        here = [s for s in samples if s.scrape == scrape]
+        usage, running, waiting, counters = (_of(here, names) for names in (KV_USAGE, RUNNING, WAITING, PREEMPTIONS))
+        if not (usage or running or waiting or counters):
+            continue
+        preempted = None
+        if counters and previous:
+            preempted = int(sum(max(0.0, s.value - previous.get(_series(s), s.value)) for s in counters))
+        previous = {_series(s): s.value for s in counters} or previous
+        points.append(TimelinePoint(
+            time=None, kv_cache_usage=max(s.value for s in usage) if usage else None,
+            running=int(sum(s.value for s in running)) if running else None,
+            waiting=int(sum(s.value for s in waiting)) if waiting else None,
+            preemptions=preempted, source=(usage or running or waiting or counters)[0].source))
+    return points

@@ -12,7 +12,7 @@ from . import __version__
 from .engine import diagnose
 from .facts import FACTS, extract_facts
 from .logparse import Attempt, LogParse, merge_events, split_attempts
-from .metricfacts import extract_metric_facts, merge_facts
+from .metricfacts import extract_metric_facts, merge_facts, metric_timeline
 from .metricparse import MetricSample
 from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, InputSummary, LogEvent, RankMemory, Report,
                     TimelinePoint)
@@ -81,7 +81,8 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=tuple(summaries),
                   same_failure_attempts=verdicts.count(last.verdict), inputs=tuple(logs) + tuple(metric_inputs),
                   unrecognised=tuple(unrecognised), command=command_line(last),
-                  timeline=timeline(previous.events), failure_at=failure.evidence[0] if failure else None,
+                  timeline=timeline(previous.events) or downsample(metric_timeline(metric_samples)),
+                  failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(previous.events, failing.value if failing else None),
                   redactions=dict(redactor.counts), warnings=tuple(w for inp in inputs for w in inp.warnings))
 
@@ -119,14 +120,19 @@ MAX_TIMELINE_POINTS = 400
 
 
 def timeline(events: Sequence[LogEvent]) -> tuple[TimelinePoint, ...]:
-    """Stats lines as chart points, at most MAX_TIMELINE_POINTS: each bucket keeps its fullest KV point,
-    so a saturation spike survives downsampling a day of stats."""
+    """Stats lines as chart points (the report falls back to /metrics snapshots when there are none)."""
     stats = [e for e in events if e.kind == "stats"]
     points = []
     for e in stats:
         f = e.fields
         points.append(TimelinePoint(time=e.timestamp, kv_cache_usage=f.get("kv_usage"), running=f.get("running"),
                                     waiting=f.get("waiting"), preemptions=f.get("preemptions"), source=e.source))
+    return downsample(points)
+
+
+def downsample(points: Sequence[TimelinePoint]) -> tuple[TimelinePoint, ...]:
+    """At most MAX_TIMELINE_POINTS: each bucket keeps its fullest KV point, so a saturation spike survives
+    downsampling a day of stats."""
     if len(points) <= MAX_TIMELINE_POINTS:
         return tuple(points)
     size = len(points) / MAX_TIMELINE_POINTS

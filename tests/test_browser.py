@@ -1,0 +1,214 @@
+"""Each report opened in a real headless Chromium, as the next engineer on the ticket opens it.
+
+Checked: no console error, no network request at all (the page's own file:// load aside), the verdict
+and the fix on screen, the charts drawn, a phone-width page without sideways scrolling, dark mode,
+print, scripts off, and `<script>` from a log line never running. Full-page screenshots are written for
+a person to look at: $VTRIAGE_ARTIFACTS, or out/report-screenshots/ (the path is in the test summary).
+
+Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs them). Without them these tests
+skip, unless VTRIAGE_REQUIRE_SERVICES=1 (CI), where they fail.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli, note_artifacts
+
+REPORTS = ROOT / "tests" / "reports"
+CASES = sorted(p.stem for p in (REPORTS / "inputs").glob("*.log"))
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--window-size=1200,900")
+
+
+def _missing_browser() -> str | None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[test]')"
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        return "chromium is not installed (apt-get install chromium chromium-driver)"
+    if not shutil.which("chromedriver"):
+        return "chromedriver is not installed (apt-get install chromium-driver)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = _missing_browser()
+    if missing:
+        if os.environ.get("VTRIAGE_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"VTRIAGE_REQUIRE_SERVICES=1 but {missing}")
+        pytest.skip(missing)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser")
+    profile = tempfile.mkdtemp(prefix="vtriage-chromium-")
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    options.add_experimental_option("perfLoggingPrefs", {"enableNetwork": True, "enablePage": False})
+    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    directory = Path(os.environ.get("VTRIAGE_ARTIFACTS") or ROOT / "out" / "report-screenshots")
+    directory.mkdir(parents=True, exist_ok=True)
+    note_artifacts(f"report screenshots (browser tests): {directory}")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    """Every representative input and both injection logs, rendered by the CLI as a user would."""
+    out = tmp_path_factory.mktemp("reports")
+    made = {}
+    for name, log in [*((c, REPORTS / "inputs" / f"{c}.log") for c in CASES),
+                      *((p.stem, p) for p in sorted(REPORTS.glob("injected-*.log")))]:
+        page = out / f"{name}.html"
+        result = run_cli("--format", "html", "-o", str(page), log.name, cwd=log.parent)
+        assert result.stderr == b"" and page.exists(), result.stderr
+        data = json.loads(run_cli("--format", "json", log.name, cwd=log.parent).stdout)
+        made[name] = (page, data)
+    metrics = ROOT / "fixtures" / "metrics"
+    args = ("--metrics", str(metrics / "v1-preempting-0.prom"), "--metrics", str(metrics / "v1-preempting-1.prom"))
+    page = out / "metrics-only.html"
+    run_cli("--format", "html", "-o", str(page), *args)
+    made["metrics-only"] = (page, json.loads(run_cli("--format", "json", *args).stdout))
+    return made
+
+
+def open_page(driver, page: Path) -> dict:
+    """Load the page and return what the browser saw: console errors and every network request."""
+    driver.get_log("browser")
+    driver.get_log("performance")
+    driver.get(page.as_uri())
+    assert driver.execute_script("return document.readyState") == "complete"
+    requests = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] in ("Network.requestWillBeSent", "Network.webSocketCreated"):
+            requests.append(message["params"].get("request", {}).get("url") or message["params"].get("url"))
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    return {"requests": requests, "errors": errors, "resources": resources}
+
+
+def screenshot(driver, path: Path) -> None:
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    width = driver.execute_script("return document.documentElement.clientWidth")
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}})
+    path.write_bytes(base64.b64decode(shot["data"]))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def visible_text(driver, selector: str) -> str:
+    from selenium.webdriver.common.by import By
+    element = driver.find_element(By.CSS_SELECTOR, selector)
+    assert element.is_displayed(), f"{selector} is not visible"
+    return element.text
+
+
+@pytest.mark.parametrize("case", [*CASES, "metrics-only"])
+def test_report_opens_cleanly_offline(browser, pages, artifacts, case):
+    from selenium.webdriver.common.by import By
+    page, data = pages[case]
+    seen = open_page(browser, page)
+    assert seen["errors"] == []
+    assert seen["requests"] == [page.as_uri()], "the page made a network request"
+    assert seen["resources"] == []
+    assert visible_text(browser, ".verdict-badge") == data["verdict"]
+    assert visible_text(browser, "h1")
+    if data["command"]:
+        assert visible_text(browser, "#command") == data["command"]
+    else:
+        assert visible_text(browser, ".fixes, #fix p")
+    # the pictures: the memory bars whenever a figure is known, the three timeline charts with stats
+    if data["timeline"]:
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#timeline .plot svg path.series")) >= 2
+    if any(k in data["facts"] for k in ("weights_gib", "gpu_total_gib", "this_process_gib")):
+        bars = browser.find_elements(By.CSS_SELECTOR, "#memory svg.bar rect.seg")
+        assert bars and all(b.size["width"] > 0 for b in bars if b.is_displayed())
+    if data["failure_at"] and data["timeline"]:
+        assert browser.find_elements(By.CSS_SELECTOR, "#timeline line.failure-line")
+    screenshot(browser, artifacts / f"{case}.png")
+
+
+def test_copy_button_works_and_the_command_is_plain_text(browser, pages):
+    from selenium.webdriver.common.by import By
+    page, data = pages["kv_cache_too_small"]
+    open_page(browser, page)
+    button = browser.find_element(By.ID, "copy")
+    assert button.is_displayed()
+    button.click()
+    assert button.text in ("Copied", "Press Ctrl+C")
+    assert open_page(browser, page)["errors"] == []
+    browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        open_page(browser, page)
+        assert not browser.find_element(By.ID, "copy").is_displayed()      # no dead button without scripts
+        assert visible_text(browser, "#command") == data["command"]
+        assert browser.execute_script("return getComputedStyle(document.querySelector('#command')).userSelect") \
+            in ("all", "auto", "text")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+
+
+@pytest.mark.parametrize("name", ["injected-exception", "injected-command"])
+def test_script_in_a_log_line_does_not_run(browser, pages, artifacts, name):
+    from selenium.webdriver.common.by import By
+    page, _ = pages[name]
+    seen = open_page(browser, page)
+    assert browser.execute_script("return window.__pwned") is None
+    assert seen["errors"] == [], "a blocked script or image would show up here"
+    assert seen["requests"] == [page.as_uri()]
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "<script>window.__pwned=" in body                 # shown, literally
+    assert not browser.find_elements(By.CSS_SELECTOR, "img, iframe, body script:not(:last-of-type)")
+    screenshot(browser, artifacts / f"{name}.png")
+
+
+def test_phone_width_dark_mode_and_print(browser, pages, artifacts):
+    page, _ = pages["preemption_slowdown"]
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                            {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    try:
+        for name, (other, _) in sorted(pages.items()):
+            open_page(browser, other)
+            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), \
+                f"{name}: the page scrolls sideways on a phone"
+        open_page(browser, page)
+        background = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+        red, green, blue = (int(v) for v in background[background.index("(") + 1:-1].split(",")[:3])
+        assert red + green + blue < 150, f"dark mode background is {background}"
+        screenshot(browser, artifacts / "preemption_slowdown-phone-dark.png")
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print", "features": []})
+        assert browser.execute_script("return getComputedStyle(document.querySelector('#copy')).display") == "none"
+        assert browser.execute_script("return getComputedStyle(document.body).backgroundColor") \
+            in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)")
+        pdf = browser.execute_cdp_cmd("Page.printToPDF", {"printBackground": False})
+        assert base64.b64decode(pdf["data"])[:5] == b"%PDF-"
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "", "features": []})

@@ -1,0 +1,327 @@
+"""Geometry for the HTML report's pictures: where each bar, line and marker goes.
+
+Layout only. Every number shown comes from a fact or a stats point as the pipeline gave it; here they
+are only scaled to a width. An absent figure is listed as unknown and never drawn (drawing it as zero
+would claim a figure the input does not hold).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ..model import Fact, RankMemory, SourceRef, TimelinePoint
+from .common import MEMORY_PARTS
+
+VIEW_WIDTH = 1000.0     # SVG user units across every chart
+CHART_HEIGHT = 100.0
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One labelled stretch of a memory bar; x and width are % of the bar (None: unknown, not drawn)."""
+
+    key: str
+    label: str
+    fact: Fact | None
+    x: float | None = None
+    width: float | None = None
+    note: str | None = None
+
+    @property
+    def where(self) -> SourceRef | None:
+        return self.fact.evidence[0] if self.fact and self.fact.evidence else None
+
+
+@dataclass(frozen=True)
+class Marker:
+    label: str
+    x: float            # % of the bar
+
+
+@dataclass(frozen=True)
+class MemoryBar:
+    title: str
+    caption: str
+    segments: tuple[Segment, ...]       # every part, known or not, in reading order (the legend)
+    markers: tuple[Marker, ...]
+    attempt: Segment | None = None      # the allocation that failed, drawn as an outline from the free part
+    open_from: float | None = None      # total unknown: from here (%) to the end the GPU is drawn as unknown
+
+    @property
+    def drawn(self) -> tuple[Segment, ...]:
+        return tuple(s for s in self.segments if s.width)
+
+
+@dataclass(frozen=True)
+class RankBar:
+    rank: RankMemory
+    weights: tuple[float, float] | None   # (x, width) in %
+    kv: tuple[float, float] | None
+    held: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class MemoryPicture:
+    bars: tuple[MemoryBar, ...]
+    scale_note: str
+    unknown: tuple[str, ...]
+    ranks: tuple[RankBar, ...] = ()
+    ranks_same: bool = False
+
+
+def _value(facts: Mapping[str, Fact], name: str) -> float | None:
+    fact = facts.get(name)
+    return float(fact.value) if fact is not None and isinstance(fact.value, (int, float)) else None
+
+
+def _pct(gib: float, scale: float) -> float:
+    return round(100.0 * gib / scale, 3)
+
+
+def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = ()) -> MemoryPicture | None:
+    """The GPU as the incident's own figures describe it, or None when the input gives no memory figure."""
+    total, budget = _value(facts, "gpu_total_gib"), _value(facts, "budget_gib")
+    util = facts.get("gpu_memory_utilization")
+    parts = [(name, label, _value(facts, name)) for name, label in MEMORY_PARTS]
+    this, other, free = (_value(facts, n) for n in ("this_process_gib", "other_processes_gib", "free_gib"))
+    tried = _value(facts, "tried_to_allocate_gib")
+    known_parts = sum(v for _, _, v in parts if v and v > 0)
+    at_oom = sum(v for v in (this, other, free, tried) if v and v > 0)
+    if not (known_parts or at_oom or total or budget or ranks):
+        return None
+    scale = max(total or 0.0, budget or 0.0, known_parts + (other or 0.0), at_oom) or 1.0
+    if not total:
+        scale *= 1.15    # room for the unknown rest of the GPU, drawn as unknown
+    scale_note = ("Drawn to scale: the full width is the GPU's total memory." if total and scale == total else
+                  "Drawn to scale; what reaches past the GPU total line did not fit on the GPU." if total else
+                  "The GPU's total memory is unknown: the bars are drawn to the scale of the figures that are known.")
+    markers = []
+    if budget:
+        util_text = f"{util.value:g} × GPU = " if util is not None else ""
+        markers.append(Marker(f"budget: {util_text}{budget:,.2f} GiB", _pct(budget, scale)))
+    if total:
+        markers.append(Marker(f"GPU total {total:,.2f} GiB", _pct(total, scale)))
+
+    plan: list[Segment] = []
+    cursor = 0.0
+    for name, label, gib in parts:
+        fact = facts.get(name)
+        if gib is None:
+            plan.append(Segment(name, label, None))
+        elif gib <= 0:
+            plan.append(Segment(name, label, fact, note="negative: the other parts already exceed the budget"
+                                if gib < 0 else None))
+        else:
+            plan.append(Segment(name, label, fact, _pct(cursor, scale), _pct(gib, scale)))
+            cursor += gib
+    plan.append(_outside(facts, "other_processes_gib", "Other processes", other, total, scale, cursor))
+    plan.append(Segment("headroom", "Headroom", None, note="the rest of the GPU, drawn as the empty track; the input gives no figure for it"))
+    bars = [MemoryBar("vLLM's budget, as sized at startup",
+                      "Weights, activation peak and non-torch memory come out of the budget first and the KV cache "
+                      "gets the rest. Before vLLM 0.21 CUDA graphs are captured after that, outside the budget, so "
+                      "the stack can pass the budget line by their size.", tuple(plan), tuple(markers),
+                      open_from=None if total else _pct(cursor + (other or 0.0), scale))]
+
+    if this is not None or other is not None or free is not None:
+        oom = [_segment(facts, "this_process_gib", "This vLLM process", this, 0.0, scale)]
+        free_x = (total - free if total and free is not None else (this or 0.0) + (other or 0.0))
+        other_x = (free_x - other if total and free is not None and other is not None else this or 0.0)
+        oom.append(_segment(facts, "other_processes_gib", "Other processes", other, other_x, scale))
+        oom.append(_segment(facts, "free_gib", "Free", free, free_x, scale))
+        attempt = None
+        if tried is not None and free is not None:
+            attempt = Segment("attempt", "The allocation that failed", facts.get("tried_to_allocate_gib"),
+                              _pct(free_x, scale), _pct(tried, scale))
+        elif tried is not None:
+            oom.append(Segment("attempt", "The allocation that failed", facts.get("tried_to_allocate_gib")))
+        bars.append(MemoryBar("At the out-of-memory error",
+                              "What torch's error says the GPU held when the allocation was refused.",
+                              tuple(oom), tuple(markers), attempt,
+                              open_from=None if total else _pct(at_oom, scale)))
+        if not known_parts:     # nothing of the plan is known: its bar would be an empty track
+            bars.pop(0)
+
+    unknown = (("GPU total",) if total is None else ()) + (("budget",) if budget is None else ())
+    unknown += tuple(label for name, label in MEMORY_PARTS if name not in facts)
+    unknown += tuple(dict.fromkeys(s.label for bar in bars for s in bar.segments
+                                   if s.fact is None and s.key != "headroom" and s.label not in unknown))
+    rank_bars, same = _rank_bars(ranks, scale)
+    return MemoryPicture(tuple(bars), scale_note, unknown, rank_bars, same)
+
+
+def _segment(facts: Mapping[str, Fact], name: str, label: str, gib: float | None, x: float, scale: float) -> Segment:
+    if gib is None:
+        return Segment(name, label, None)
+    return Segment(name, label, facts.get(name), _pct(x, scale), _pct(max(gib, 0.0), scale))
+
+
+def _outside(facts: Mapping[str, Fact], name: str, label: str, gib: float | None, total: float | None,
+             scale: float, cursor: float) -> Segment:
+    """Memory outside vLLM sits at the far end of the GPU when the total is known, else after vLLM's parts."""
+    if gib is None:
+        return Segment(name, label, None)
+    x = total - gib if total and total - gib >= cursor else cursor
+    return _segment(facts, name, label, gib, x, scale)
+
+
+def _rank_bars(ranks: Sequence[RankMemory], scale: float) -> tuple[tuple[RankBar, ...], bool]:
+    if len(ranks) < 2:
+        return (), False
+    figures = {(r.weights_gib, r.kv_cache_gib, r.this_process_gib) for r in ranks}
+    top = max([scale, *(v for r in ranks for v in (r.this_process_gib, (r.weights_gib or 0) + (r.kv_cache_gib or 0))
+                        if v)])
+    bars = []
+    for r in ranks:
+        w = (0.0, _pct(r.weights_gib, top)) if r.weights_gib and r.weights_gib > 0 else None
+        kv = ((w[1] if w else 0.0), _pct(r.kv_cache_gib, top)) if r.kv_cache_gib and r.kv_cache_gib > 0 else None
+        held = (0.0, _pct(r.this_process_gib, top)) if r.this_process_gib and r.this_process_gib > 0 else None
+        bars.append(RankBar(r, w, kv, held))
+    return tuple(bars), len(figures) == 1
+
+
+# --- timelines ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Series:
+    key: str
+    label: str
+    kind: str          # "area" | "line" | "bars"
+    path: str          # SVG path data in the chart's viewBox
+    outline: str = ""  # an area's top edge, stroked on its own
+
+
+@dataclass(frozen=True)
+class TimeChart:
+    key: str
+    title: str
+    y_max_label: str
+    series: tuple[Series, ...]
+    missing: str | None = None     # why there is nothing to draw
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float           # %
+    label: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    charts: tuple[TimeChart, ...]
+    points: int
+    step: str                      # what one point is: a stats interval or a /metrics snapshot
+    ticks: tuple[Tick, ...]
+    failure_x: float | None        # %
+    failure: SourceRef | None
+    failure_note: str | None
+
+
+def _xs(n: int) -> list[float]:
+    return [VIEW_WIDTH / 2] if n == 1 else [VIEW_WIDTH * i / (n - 1) for i in range(n)]
+
+
+def _y(value: float, top: float) -> float:
+    return round(CHART_HEIGHT - (CHART_HEIGHT - 2) * value / top, 2) if top else CHART_HEIGHT
+
+
+def _runs(values: Sequence[float | None], xs: Sequence[float], top: float) -> list[list[tuple[float, float]]]:
+    runs: list[list[tuple[float, float]]] = [[]]
+    for x, v in zip(xs, values):
+        if v is None:
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append((round(x, 2), _y(v, top)))
+    return [r for r in runs if r]
+
+
+def _line_path(values: Sequence[float | None], xs: Sequence[float], top: float) -> str:
+    out = []
+    for run in _runs(values, xs, top):
+        if len(run) == 1:
+            run = [(run[0][0] - 2, run[0][1]), (run[0][0] + 2, run[0][1])]
+        out.append("M" + " L".join(f"{x:g} {y:g}" for x, y in run))
+    return " ".join(out)
+
+
+def _area_path(values: Sequence[float | None], xs: Sequence[float], top: float) -> str:
+    out = []
+    for run in _runs(values, xs, top):
+        if len(run) == 1:
+            run = [(run[0][0] - 2, run[0][1]), (run[0][0] + 2, run[0][1])]
+        body = " L".join(f"{x:g} {y:g}" for x, y in run)
+        out.append(f"M{run[0][0]:g} {CHART_HEIGHT:g} L{body} L{run[-1][0]:g} {CHART_HEIGHT:g} Z")
+    return " ".join(out)
+
+
+def _bars_path(values: Sequence[float | None], xs: Sequence[float], top: float) -> str:
+    width = max(1.5, min(12.0, 0.7 * VIEW_WIDTH / max(len(xs), 1)))
+    out = []
+    for x, v in zip(xs, values):
+        if v:
+            left, right = max(0.0, x - width / 2), min(VIEW_WIDTH, x + width / 2)
+            out.append(f"M{left:.2f} {CHART_HEIGHT:g} V{_y(v, top):g} H{right:.2f} V{CHART_HEIGHT:g} Z")
+    return " ".join(out)
+
+
+def _failure_position(points: Sequence[TimelinePoint], failure: SourceRef | None) -> tuple[float | None, str | None]:
+    """Where the failure falls among the stats lines, by line order in the same file."""
+    if failure is None or not points:
+        return None, None
+    same_file = [p for p in points if p.source.path == failure.path]
+    if len(same_file) != len(points):
+        return 100.0, "The failure is in another input; it is marked at the end."
+    before = sum(1 for p in points if p.source.line < failure.line)
+    n = len(points)
+    if before == 0:
+        return 0.0, "The failure comes before the first stats line."
+    if before >= n:
+        return 100.0, ("The failure comes after the last stats line."
+                       if n > 1 else "The failure comes after the only stats line.")
+    if n == 1:
+        return 50.0, None
+    return round(100.0 * (before - 0.5) / (n - 1), 3), None
+
+
+def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None,
+             metric_paths: frozenset[str] = frozenset()) -> Timeline | None:
+    """Three small charts on one x axis (one step per stats interval or snapshot): KV usage, requests, preemptions."""
+    if not points:
+        return None
+    step = "/metrics snapshot" if all(p.source.path in metric_paths for p in points) else "stats interval"
+    xs = _xs(len(points))
+    kv = [None if p.kv_cache_usage is None else 100.0 * p.kv_cache_usage for p in points]
+    running = [None if p.running is None else float(p.running) for p in points]
+    waiting = [None if p.waiting is None else float(p.waiting) for p in points]
+    preempted = [None if p.preemptions is None else float(p.preemptions) for p in points]
+    charts = []
+    if any(v is not None for v in kv):
+        charts.append(TimeChart("kv", "KV cache usage", "100 %", (Series(
+            "kv", "KV cache usage", "area", _area_path(kv, xs, 100.0), _line_path(kv, xs, 100.0)),)))
+    else:
+        charts.append(TimeChart("kv", "KV cache usage", "", (), "the stats lines do not give KV cache usage"))
+    top = max([v for v in (*running, *waiting) if v is not None] or [0.0])
+    if top > 0:
+        charts.append(TimeChart("requests", "Requests running and waiting", f"{top:,.0f}", (
+            Series("running", "running", "line", _line_path(running, xs, top)),
+            Series("waiting", "waiting", "line", _line_path(waiting, xs, top)))))
+    elif any(v is not None for v in (*running, *waiting)):
+        charts.append(TimeChart("requests", "Requests running and waiting", "", (), "no request ran or waited"))
+    else:
+        charts.append(TimeChart("requests", "Requests running and waiting", "", (),
+                                "the stats lines do not give request counts"))
+    top = max([v for v in preempted if v is not None] or [0.0])
+    if top > 0:
+        charts.append(TimeChart("preemptions", "Preemptions per interval", f"{top:,.0f}",
+                                (Series("preemptions", "preemptions", "bars", _bars_path(preempted, xs, top)),)))
+    else:
+        charts.append(TimeChart("preemptions", "Preemptions per interval", "", (),
+                                "none in the stats lines" if any(v is not None for v in preempted)
+                                else "these stats lines do not count preemptions (V1 prints them from 0.11.1; "
+                                     "V0 logs a warning line instead)"))
+    n = len(points)
+    picks = sorted({round(k * (n - 1) / 4) for k in range(5)}) if n > 1 else [0]
+    ticks = tuple(Tick(round(100.0 * (i / (n - 1) if n > 1 else 0.5), 3), points[i].time or points[i].source.where())
+                  for i in picks)
+    failure_x, note = _failure_position(points, failure)
+    return Timeline(tuple(charts), n, step, ticks, failure_x, failure, note)

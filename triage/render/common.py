@@ -1,0 +1,148 @@
+"""What the human-facing renderers (Markdown, HTML) share: names for verdicts, how a figure is written,
+which facts matter most. Formatting only: nothing here derives a figure the rules did not give."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ..facts import FACTS
+from ..model import Fact, Finding, Fix, Report, SourceRef
+
+VERDICT_TITLES: Mapping[str, str] = {
+    "weights_dont_fit": "Weights don't fit",
+    "kv_cache_too_small": "KV cache too small",
+    "external_pressure": "External memory pressure",
+    "preemption_slowdown": "Preemption slowdown",
+    "healthy": "Healthy",
+    "other_failure": "Other failure (not memory)",
+    "inconclusive": "Inconclusive",
+}
+
+# The GPU memory picture, in the order the issue draws it. (fact, label)
+MEMORY_PARTS: tuple[tuple[str, str], ...] = (
+    ("weights_gib", "Weights"),
+    ("activation_gib", "Activation peak"),
+    ("non_torch_gib", "Non-torch (CUDA context, NCCL)"),
+    ("cuda_graph_gib", "CUDA graphs"),
+    ("kv_cache_gib", "KV cache"),
+)
+MEMORY_FACTS: tuple[str, ...] = ("gpu_total_gib", "gpu_memory_utilization", "budget_gib",
+                                 *(name for name, _ in MEMORY_PARTS), "kv_cache_tokens",
+                                 "other_processes_gib", "this_process_gib", "free_gib", "tried_to_allocate_gib")
+# Long texts that are evidence themselves; tables show them as lines, not as values.
+LONG_FACTS: frozenset[str] = frozenset({"failure_message"})
+UNKNOWN = "unknown"
+
+
+MAX_PROSE = 600   # a rule's sentence can quote a log line; a 200 KB line must not become a 200 KB sentence
+
+
+def clip(text: str, limit: int = MAX_PROSE) -> str:
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def verdict_title(verdict: str) -> str:
+    return VERDICT_TITLES.get(verdict, verdict.replace("_", " "))
+
+
+def lead_finding(report: Report) -> Finding | None:
+    findings = report.diagnosis.findings
+    return findings[0] if findings else None
+
+
+def format_number(value: Any, unit: str | None = None) -> str:
+    """One figure as a person reads it: GiB to two decimals, counts with thousands separators."""
+    if value is None:
+        return UNKNOWN
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if unit == "GiB":
+            return f"{value:,.2f}"
+        if unit == "ratio":
+            return f"{value:.3g}"
+        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return str(value)
+
+
+_SINGULAR = {"tokens": "token", "processes": "process", "lines": "line", "requests": "request", "GPUs": "GPU",
+             "preemptions": "preemption", "intervals": "interval", "blocks": "block", "minutes": "minute"}
+
+
+def format_value(value: Any, unit: str | None = None) -> str:
+    """A figure with its unit ("57.00 GiB", "415,072 tokens", "12.67x"); absent is "unknown", never 0."""
+    text = format_number(value, unit)
+    if value is None or isinstance(value, (bool, str)) or not unit or unit == "ratio":
+        return text
+    if unit == "x":
+        return f"{text}x"
+    if value == 1:
+        unit = _SINGULAR.get(unit, unit)
+    return f"{text} {unit}"
+
+
+def format_fact(fact: Fact | None) -> str:
+    return UNKNOWN if fact is None else format_value(fact.value, fact.unit)
+
+
+def ordered_facts(facts: Mapping[str, Fact]) -> list[Fact]:
+    """Facts in the registry's order (settings, memory, failure, serving), which reads better than A-Z."""
+    order = {name: i for i, name in enumerate(FACTS)}
+    return [facts[name] for name in sorted(facts, key=lambda n: (order.get(n, len(order)), n))]
+
+
+def key_fact_names(report: Report) -> list[str]:
+    """The facts behind the verdict and the fix, then the memory figures: the compact table."""
+    d = report.diagnosis
+    lead = lead_finding(report)
+    names: list[str] = []
+    for name in (*(lead.facts if lead else ()), *(n for f in d.fixes for n in f.computed_from), *MEMORY_FACTS):
+        if name in d.facts and name not in names and name not in LONG_FACTS:
+            names.append(name)
+    return names
+
+
+def fix_is_unchecked(fix: Fix) -> bool:
+    """A computed number the capacity model did not re-check (the text renderer marks it the same way)."""
+    return not fix.checked and fix.value is not None
+
+
+def references(fixes: Iterable[Fix]) -> list[str]:
+    return sorted({f.reference for f in fixes if f.reference})
+
+
+def split_match(ref: SourceRef) -> tuple[str, str, str]:
+    """The line cut around its matched part, for highlighting: (before, match, after)."""
+    if not ref.span:
+        return ref.text, "", ""
+    start, end = max(0, ref.span[0]), min(len(ref.text), ref.span[1])
+    if start >= end:
+        return ref.text, "", ""
+    return ref.text[:start], ref.text[start:end], ref.text[end:]
+
+
+def coverage_sentence(report: Report) -> str:
+    parts = [f"{i.path}: {i.lines_read:,} lines read, {i.lines_recognised:,} recognised, {i.vllm_lines:,} from vLLM"
+             for i in report.inputs]
+    text = "; ".join(parts) + "." if parts else "No input was read."
+    if report.unrecognised:
+        total = sum(g.count for g in report.unrecognised)
+        text += f" {total:,} WARNING/ERROR line(s) in {len(report.unrecognised):,} group(s) were not recognised."
+    return text
+
+
+def attempts_sentence(report: Report) -> str | None:
+    n = len(report.attempts)
+    if n < 2:
+        return None
+    return (f"{n} startup attempts in this input; this report is about the last. "
+            f"{report.same_failure_attempts} of {n} ended as {report.diagnosis.verdict}.")
+
+
+def redactions_sentence(report: Report) -> str | None:
+    if not report.redactions:
+        return None
+    hidden = ", ".join(f"{n} {kind}" for kind, n in sorted(report.redactions.items()))
+    return f"Secrets hidden: {hidden} (vtriage --no-redact shows them)."

@@ -1,0 +1,122 @@
+"""Markdown for pasting into a GitHub issue, Slack or Jira: verdict heading, the fix, the evidence folded.
+
+Log text only ever lands in code spans or fenced blocks (where GitHub renders no HTML), and every other
+string is escaped, so a prompt with `<script>` or `![](http://...)` in it stays text.
+"""
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from ..model import Report, SourceRef
+from .common import (MEMORY_PARTS, attempts_sentence, clip, coverage_sentence, fix_is_unchecked, format_fact, key_fact_names,
+                     lead_finding, redactions_sentence, references, verdict_title)
+
+MAX_EVIDENCE_LINES = 12
+MAX_UNRECOGNISED = 5
+MAX_LINE = 400
+_PROSE_SPECIAL = re.compile(r"([\\\[\]*!])")
+
+
+def prose(text: str) -> str:
+    """Text outside code: HTML can't open, links and images can't form. Backticks stay (our texts use them)."""
+    return _PROSE_SPECIAL.sub(r"\\\1", html.escape(clip(" ".join(str(text).split())), quote=False))
+
+
+def code_span(text: str) -> str:
+    """An inline code span that holds any text, backticks included (CommonMark: a longer fence)."""
+    text = " ".join(str(text).split())
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def cell(text: str) -> str:
+    """A table cell: pipes split cells even inside code spans in GFM, so escape them everywhere."""
+    return text.replace("|", "\\|")
+
+
+def code_block(lines: list[str], lang: str = "") -> list[str]:
+    longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{lang}", *lines, fence]
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_LINE else text[:MAX_LINE - 1] + "…"
+
+
+def _evidence_lines(refs: tuple[SourceRef, ...]) -> list[str]:
+    shown = [f"{ref.where()}  {_clip(ref.text.strip())}" for ref in refs[:MAX_EVIDENCE_LINES]]
+    if len(refs) > MAX_EVIDENCE_LINES:
+        shown.append(f"… {len(refs) - MAX_EVIDENCE_LINES} more lines in --format json")
+    return code_block(shown, "text")
+
+
+def render_markdown(report: Report, **_: Any) -> str:
+    d = report.diagnosis
+    lead = lead_finding(report)
+    out: list[str] = [f"### vtriage: {prose(verdict_title(d.verdict))} ({d.confidence} confidence)", ""]
+    if lead:
+        out += [f"**{prose(lead.summary)}**", ""]
+        if lead.why:
+            out += [prose(lead.why), ""]
+    attempts = attempts_sentence(report)
+    if attempts:
+        out += [f"_{prose(attempts)}_", ""]
+
+    if d.fixes:
+        out += ["#### Fix", ""]
+        if report.command:
+            out += code_block([report.command], "sh") + [""]
+        for i, fix in enumerate(d.fixes, 1):
+            action = code_span(fix.action) if fix.flag and fix.action.startswith("--") else f"**{prose(fix.action)}**"
+            mark = " _(not re-checked)_" if fix_is_unchecked(fix) else ""
+            out.append(f"{i}. {action}{mark}: {prose(fix.why)}")
+        refs = references(d.fixes)
+        if refs:
+            out += ["", "Docs: " + ", ".join(f"<{r}>" if r.startswith("https://") else prose(r) for r in refs)]
+        out.append("")
+
+    if lead and lead.evidence or d.findings[1:]:
+        total = sum(len(f.evidence) for f in d.findings)
+        out += [f"<details><summary>Evidence ({total} line{'s' if total != 1 else ''})</summary>", ""]
+        for finding in d.findings:
+            out.append(f"**{prose(finding.title)}**" + ("" if finding is lead else f": {prose(finding.summary)}"))
+            out.append("")
+            if finding.evidence:
+                out += _evidence_lines(finding.evidence) + [""]
+        out += ["</details>", ""]
+
+    names = key_fact_names(report)
+    if names:
+        out += ["#### Facts", "", "| fact | value | where |", "|---|---|---|"]
+        for name in names:
+            fact = d.facts[name]
+            where = code_span(fact.evidence[0].where()) if fact.evidence else (prose(fact.note) if fact.note else "")
+            out.append(f"| {cell(code_span(name))} | {cell(prose(format_fact(fact)))} | {cell(where)} |")
+        unknown = [name for name in ("gpu_total_gib", "budget_gib", *(n for n, _ in MEMORY_PARTS)) if name not in d.facts]
+        out.append("")
+        if unknown:
+            out += ["Unknown (not in the input, not zero): " + ", ".join(code_span(n) for n in unknown) + ".", ""]
+        out += [f"All {len(d.facts)} facts: `vtriage --format json`.", ""]
+
+    if d.ruled_out:
+        out += ["#### Ruled out", ""]
+        for r in d.ruled_out:
+            where = f" ({', '.join(code_span(e.where()) for e in r.evidence[:2])})" if r.evidence else ""
+            out.append(f"- **{prose(r.verdict)}**: {prose(r.reason)}{where}")
+        out.append("")
+
+    out.append(f"Coverage: {prose(coverage_sentence(report))}")
+    for group in report.unrecognised[:MAX_UNRECOGNISED]:
+        out.append(f"- {group.count:,} × {prose(group.level)} {code_span(_clip(group.template))} "
+                   f"(e.g. {code_span(group.example.where())})")
+    for line in (redactions_sentence(report), *(f"Warning: {w}" for w in report.warnings)):
+        if line:
+            out += ["", prose(line)]
+    out += ["", f"<sub>vtriage {prose(report.tool_version)} · rule path: "
+                f"{prose(' → '.join(d.rule_path))}</sub>"]
+    return "\n".join(out) + "\n"
