@@ -160,7 +160,8 @@ def test_copy_button_works_and_the_command_is_plain_text(browser, pages):
     button = browser.find_element(By.ID, "copy")
     assert button.is_displayed()
     button.click()
-    assert button.text in ("Copied", "Press Ctrl+C")
+    from selenium.webdriver.support.ui import WebDriverWait   # the clipboard answers asynchronously
+    WebDriverWait(browser, 10).until(lambda _: button.text in ("Copied", "Press Ctrl+C"))
     assert open_page(browser, page)["errors"] == []
     browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
     try:
