@@ -93,6 +93,7 @@ def test_output_file_is_written_atomically_and_never_over_an_input(tmp_path):
     assert result.returncode == 1 and result.stdout == b""
     assert json.loads(target.read_text())["verdict"] == "kv_cache_too_small"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert target.stat().st_mode & 0o044, "a report is readable by others, like any file the user writes"
     refused = run_cli(log, "-o", log)
     assert refused.returncode == 2 and b"refusing to overwrite" in refused.stderr
     assert (tmp_path / "kv.log").read_bytes() == KV_LOG

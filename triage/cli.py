@@ -53,6 +53,10 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+        # mkstemp makes the file private; a report is meant to be shared like any file the user writes.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~umask)
         os.replace(tmp, target)
     except BaseException:
         try:
