@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
 from . import __version__
 from .engine import diagnose
 from .facts import FACTS, extract_facts
 from .logparse import Attempt, ParsedInput, merge_events, parse_log, split_attempts
-from .metricfacts import extract_metric_facts, merge_facts
+from .fleet import Unit, instance_views, split_units, unit_name, worst
+from .metricfacts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, extract_metric_facts, merge_facts
 from .metricparse import MetricSample
-from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, InputSummary, LogEvent, RankMemory, Report,
-                    TimelinePoint)
+from .metricseries import per_scrape
+from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, FleetView, InputSummary, LogEvent, MetricsOrigin,
+                    RankMemory, Report, TimelinePoint)
 from .redact import Redactor
 from .ruleset import RuleSet
 from .signatures import SignatureSet
@@ -70,15 +73,49 @@ def metrics_input(path: str, samples: Sequence[MetricSample], lines: int) -> Inp
     return InputSummary(path=path, kind="metrics", lines_read=lines, lines_recognised=vllm, vllm_lines=vllm)
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One diagnosis of the incident: the log joined with one unit's metrics, or either alone."""
+
+    attempts: list[Attempt]
+    diagnoses: list[Diagnosis]
+    unit: Unit | None
+
+
 def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor,
-                 metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = ()) -> Report:
-    """Diagnose every attempt; the report leads with the last one, the one on call cares about."""
+                 metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = (),
+                 origin: MetricsOrigin | None = None) -> Report:
+    """Diagnose every attempt; the report leads with the last one, the one on call cares about.
+
+    With metrics, each unit (instance, model, engine; see triage/fleet.py) is diagnosed joined with
+    the log, and the most severe one leads. A log is joined only when the metrics are of one instance.
+    """
+    metric_inputs = tuple(metric_inputs)
     events = _resequenced(merge_events([p.events for p in parsed]))
     attempts = split_attempts(events, kit.signatures)
     vllm_lines = sum(p.summary.vllm_lines for p in parsed) if parsed else None
-    metric_facts = extract_metric_facts(metric_samples) if metric_samples or metric_inputs else None
-    diagnoses = diagnose_attempts(attempts, kit, vllm_lines, metric_facts)
+    extra_warnings: list[str] = []
+    runs: list[_Run] = []
+    joined = False
+    if metric_samples or metric_inputs or origin is not None:
+        units, unit_warnings = split_units(metric_samples)
+        extra_warnings.extend(unit_warnings)
+        ordering = origin.ordering if origin else None
+        joined = not parsed or len({u.instance for u in units}) <= 1
+        if not joined:
+            extra_warnings.append(f"the log was diagnosed on its own: the metrics hold {len({u.instance for u in units})} "
+                                  "instances; select the one the log came from (--instance, --selector) to join them")
+            runs.append(_Run(attempts, diagnose_attempts(attempts, kit, vllm_lines), None))
+        own = attempts if joined else [Attempt(index=1)]
+        for unit in units or [None]:
+            facts = extract_metric_facts(unit.samples if unit else metric_samples, ordering)
+            runs.append(_Run(own, diagnose_attempts(own, kit, vllm_lines if joined else None, facts), unit))
+    else:
+        runs.append(_Run(attempts, diagnose_attempts(attempts, kit, vllm_lines), None))
+    chosen = runs[worst([r.diagnoses[-1] for r in runs])]
+    attempts, diagnoses = chosen.attempts, chosen.diagnoses
     last = diagnoses[-1]
+    fleet = _fleet_view(runs, chosen, origin, metric_inputs, joined and bool(parsed))
     summaries = tuple(
         AttemptSummary(index=a.index, first=a.events[0].source if a.events else None,
                        last=a.events[-1].source if a.events else None, verdict=d.verdict,
@@ -87,15 +124,64 @@ def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor
     same = sum(1 for d in diagnoses if d.verdict == last.verdict)
     unrecognised: list[CoverageGroup] = sorted((g for p in parsed for g in p.unrecognised),
                                                key=lambda g: (-g.count, g.example.path, g.example.line))
-    warnings = tuple(w for p in parsed for w in p.summary.warnings)
+    warnings = tuple(w for p in parsed for w in p.summary.warnings) + tuple(extra_warnings)
     failure = last.facts.get("failure_message")
     failing = last.facts.get("failing_process")
+    points = timeline(attempts[-1].events)
+    if not points and chosen.unit is not None:
+        points = metric_timeline(chosen.unit.samples)
     return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=summaries,
-                  same_failure_attempts=same, inputs=tuple(p.summary for p in parsed) + tuple(metric_inputs),
+                  same_failure_attempts=same, inputs=tuple(p.summary for p in parsed) + metric_inputs,
                   unrecognised=tuple(unrecognised), command=command_line(last),
-                  timeline=timeline(attempts[-1].events), failure_at=failure.evidence[0] if failure else None,
+                  timeline=points, failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(attempts[-1].events, failing.value if failing else None),
-                  redactions=dict(redactor.counts), warnings=warnings)
+                  redactions=dict(redactor.counts), warnings=warnings, fleet=fleet)
+
+
+def _fleet_view(runs: Sequence[_Run], chosen: _Run, origin: MetricsOrigin | None,
+                metric_inputs: Sequence[InputSummary], log_joined: bool) -> FleetView | None:
+    """The per-instance view, when there is more than one unit or the metrics came from Prometheus."""
+    units = [r for r in runs if r.unit is not None]
+    if not units or (len(units) == 1 and (origin is None or origin.kind != "prometheus")):
+        return None
+    origin = origin or MetricsOrigin("files", ", ".join(i.path for i in metric_inputs))
+    names = [unit_name(r.unit, [u.unit for u in units], origin.name) for r in units]  # type: ignore[arg-type]
+    views = instance_views(names, [r.unit for r in units], [r.diagnoses[-1] for r in units])  # type: ignore[misc]
+    detail = names[units.index(chosen)] if chosen in units else "the log"
+    overall = chosen.diagnoses[-1]
+    return FleetView(origin=origin, verdict=overall.verdict, confidence=overall.confidence, detail=detail,
+                     instances=views, log_joined=log_joined)
+
+
+def _clock(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    if seconds > 1e9:
+        return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"+{seconds:.0f}s"
+
+
+def metric_timeline(samples: Sequence[MetricSample]) -> tuple[TimelinePoint, ...]:
+    """Scrapes as chart points (only when there are several), like stats lines are for a log."""
+    def level(names: Sequence[str], combine: str = "sum") -> dict[int, tuple]:
+        chosen = next(([s for s in samples if s.name == n] for n in names if any(s.name == n for s in samples)), [])
+        return {scrape: (t, v, ref) for scrape, t, v, ref in per_scrape(chosen, combine)}
+    usage, running, waiting = level(KV_USAGE, "max"), level(RUNNING), level(WAITING)
+    preempted = level(PREEMPTIONS)
+    scrapes = sorted(set(usage) | set(running) | set(waiting))
+    if len(scrapes) < 2:
+        return ()
+    points = []
+    for i, scrape in enumerate(scrapes):
+        anchor = (usage.get(scrape) or running.get(scrape) or waiting.get(scrape))
+        before = preempted.get(scrapes[i - 1]) if i else None
+        now = preempted.get(scrape)
+        delta = int(now[1] - before[1]) if now and before and now[1] >= before[1] else None
+        points.append(TimelinePoint(
+            time=_clock(anchor[0]), kv_cache_usage=round(usage[scrape][1], 4) if scrape in usage else None,
+            running=int(running[scrape][1]) if scrape in running else None,
+            waiting=int(waiting[scrape][1]) if scrape in waiting else None, preemptions=delta, source=anchor[2].source))
+    return _downsample(tuple(points))
 
 
 def command_line(diagnosis: Diagnosis) -> str | None:
@@ -122,6 +208,10 @@ def timeline(events: Sequence[LogEvent]) -> tuple[TimelinePoint, ...]:
         f = e.fields
         points.append(TimelinePoint(time=e.timestamp, kv_cache_usage=f.get("kv_usage"), running=f.get("running"),
                                     waiting=f.get("waiting"), preemptions=f.get("preemptions"), source=e.source))
+    return _downsample(tuple(points))
+
+
+def _downsample(points: Sequence[TimelinePoint]) -> tuple[TimelinePoint, ...]:
     if len(points) <= MAX_TIMELINE_POINTS:
         return tuple(points)
     size = len(points) / MAX_TIMELINE_POINTS
