@@ -129,8 +129,9 @@ def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None
     else:
         order = list(range(len(snapshots)))
         clocks = [s.clock for s in snapshots]
+        gap = MIN_MTIME_GAP_SECONDS if snapshots[0].clock_is_mtime else 0.0
         rising = all(c is not None for c in clocks) and all(
-            b - a >= MIN_MTIME_GAP_SECONDS for a, b in zip(clocks, clocks[1:]))  # type: ignore[operator]
+            b - a > 0 and b - a >= gap for a, b in zip(clocks, clocks[1:]))  # type: ignore[operator]
         if rising and (len(snapshots) > 1 or interval is None):
             times = list(clocks)
             how = ("in the order given, timed by the files' modification times" if snapshots[0].clock_is_mtime

@@ -41,7 +41,7 @@ class SourceRef:
     span: tuple[int, int] | None = None  # the matched part of `text`, for highlighting
 
     def where(self) -> str:
-        return f"{self.path}:{self.line}"
+        return self.path if self.line == 0 else f"{self.path}:{self.line}"   # 0: a Prometheus series
 
 
 @dataclass(frozen=True, slots=True)

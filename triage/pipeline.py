@@ -68,11 +68,6 @@ def diagnose_attempts(attempts: list[Attempt], kit: Toolkit, log_vllm_lines: int
     return results
 
 
-def metrics_input(path: str, samples: Sequence[MetricSample], lines: int) -> InputSummary:
-    vllm = sum(1 for s in samples if s.name.startswith("vllm:"))
-    return InputSummary(path=path, kind="metrics", lines_read=lines, lines_recognised=vllm, vllm_lines=vllm)
-
-
 @dataclass(frozen=True)
 class _Run:
     """One diagnosis of the incident: the log joined with one unit's metrics, or either alone."""
@@ -84,7 +79,7 @@ class _Run:
 
 def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor,
                  metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = (),
-                 origin: MetricsOrigin | None = None) -> Report:
+                 origin: MetricsOrigin | None = None, metric_warnings: Sequence[str] = ()) -> Report:
     """Diagnose every attempt; the report leads with the last one, the one on call cares about.
 
     With metrics, each unit (instance, model, engine; see triage/fleet.py) is diagnosed joined with
@@ -94,7 +89,7 @@ def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor
     events = _resequenced(merge_events([p.events for p in parsed]))
     attempts = split_attempts(events, kit.signatures)
     vllm_lines = sum(p.summary.vllm_lines for p in parsed) if parsed else None
-    extra_warnings: list[str] = []
+    extra_warnings: list[str] = list(metric_warnings)
     runs: list[_Run] = []
     joined = False
     if metric_samples or metric_inputs or origin is not None:
