@@ -72,14 +72,15 @@ def split_units(samples: Sequence[MetricSample]) -> tuple[list[Unit], list[str]]
 
 
 def unit_name(unit: Unit, units: Sequence[Unit], fallback: str) -> str:
-    """The instance, plus the model and engine only where they tell units apart."""
-    name = unit.instance or fallback
+    """The instance, plus the model and engine only where they tell units apart; `fallback` (the
+    input's name) when nothing does."""
+    parts = [unit.instance] if unit.instance else []
     same_instance = [u for u in units if u.instance == unit.instance]
     if len({u.model for u in same_instance}) > 1 and unit.model:
-        name += f" {unit.model}"
+        parts.append(unit.model)
     if len({u.engine for u in same_instance}) > 1 and unit.engine is not None:
-        name += f" engine={unit.engine}"
-    return name
+        parts.append(f"engine={unit.engine}")
+    return " ".join(parts) or fallback
 
 
 def severity(diagnosis: Diagnosis) -> tuple[int, int]:

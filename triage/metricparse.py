@@ -44,12 +44,44 @@ class _NumberedLines:
             yield line
 
 
+def canonical_name(name: str) -> str:
+    """`vllm_x` -> `vllm:x`. prometheus-client escapes the colon to an underscore when a scraper asks for
+    OpenMetrics (Prometheus does), so a Prometheus server may store vLLM's series under either name."""
+    return "vllm:" + name[5:] if name.startswith("vllm_") else name
+
+
 def _unescape(value: str) -> str:
     return value.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
 
 
 def _key(name: str, labels: Mapping[str, str]) -> tuple:
     return name, tuple(sorted(labels.items()))
+
+
+_HINT_BODY = "save the /metrics body of vLLM's API port: curl -s http://HOST:8000/metrics > m.prom"
+
+
+def _refuse_other_formats(lines: Sequence[str], path: str) -> None:
+    """An HTML page or a JSON body saved by mistake: say so, rather than 'invalid metric name'."""
+    first = next(((n, line.strip()) for n, line in enumerate(lines, start=1) if line.strip()), None)
+    if first is None:
+        return
+    number, text = first
+    if text.startswith("<"):
+        raise InputError(f"{path}:{number}", "is an HTML page, not Prometheus metrics",
+                         _HINT_BODY + " (not a dashboard's or a proxy's page)")
+    if text.startswith(("{", "[")):
+        raise InputError(f"{path}:{number}", "is JSON, not Prometheus metrics text", _HINT_BODY)
+
+
+def _offending_line(lines: Sequence[str], reached: int, reason: str) -> int:
+    """The parser reads ahead before it complains: find the line that holds what it quotes."""
+    fragment = reason.rsplit(":", 1)[-1].strip().strip("'\"")
+    if len(fragment) >= 2:
+        for number in range(min(reached, len(lines)), 0, -1):
+            if fragment in lines[number - 1]:
+                return number
+    return reached
 
 
 def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None = None) -> list[MetricSample]:
@@ -60,12 +92,14 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
+    _refuse_other_formats(lines, path)
     feed = _NumberedLines(lines)
     try:
         families = list(text_fd_to_metric_families(feed))
     except (ValueError, TypeError, IndexError, KeyError) as exc:
         reason = str(exc) or "malformed line"
-        raise InputError(f"{path}:{feed.lineno}", f"not a valid Prometheus metrics line ({reason})",
+        where = _offending_line(lines, feed.lineno, reason)
+        raise InputError(f"{path}:{where}", f"not a valid Prometheus metrics line ({reason})",
                          "save the endpoint's body as is: curl -s http://HOST:8000/metrics > m.prom") from None
     positions: dict[tuple, list[tuple[int, str]]] = {}
     for number, line in enumerate(lines, start=1):
@@ -81,7 +115,8 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
             spots = positions.get(_key(s.name, s.labels)) or [(0, f"{s.name} {s.value}")]
             number, raw = spots.pop(0) if len(spots) > 1 else spots[0]
             when = s.timestamp if s.timestamp is not None else time
-            samples.append(MetricSample(s.name, dict(s.labels), float(s.value), scrape, SourceRef(path, number, raw),
+            samples.append(MetricSample(canonical_name(s.name), dict(s.labels), float(s.value), scrape,
+                                        SourceRef(path, number, raw),
                                         float(when) if when is not None else None))
     return samples
 

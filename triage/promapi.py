@@ -20,7 +20,7 @@ from .errors import InputError
 from .httpget import HttpOptions, display_url, get
 from .metricfacts import (CACHE_CONFIG, DCGM_FREE, DCGM_RESERVED, DCGM_USED, HISTOGRAMS, KV_USAGE, PREEMPTIONS,
                           PREFIX_HIT_RATE, PREFIX_HITS, PREFIX_QUERIES, REQUEST_PREEMPTIONS, RUNNING, SWAPPED, WAITING)
-from .metricparse import MetricSample
+from .metricparse import MetricSample, canonical_name
 from .model import SourceRef
 
 WHAT = "a Prometheus server (its base URL, e.g. http://prometheus:9090)"
@@ -119,7 +119,9 @@ def _quote(value: str) -> str:
 
 
 def _names_matcher(names: Sequence[str]) -> str:
-    return '__name__=~"' + _quote("|".join(re.escape(n) for n in dict.fromkeys(names))) + '"'
+    """Both spellings of each name: Prometheus may store vllm:x as vllm_x (see metricparse.canonical_name)."""
+    spelled = [v for n in names for v in (n, n.replace("vllm:", "vllm_", 1))]
+    return '__name__=~"' + _quote("|".join(re.escape(n) for n in dict.fromkeys(spelled))) + '"'
 
 
 def _series(metric: dict[str, str]) -> str:
@@ -136,14 +138,14 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
     endpoint = base_url.rstrip("/") + "/api/v1/query_range"
     extra = f",{matchers}" if matchers else ""
     levels, warnings = _query(endpoint, "{" + _names_matcher(LEVEL_NAMES) + extra + "}", window, window.step, options)
-    if not any(m.get("__name__", "").startswith("vllm:") for m, _ in levels):
+    if not any(canonical_name(m.get("__name__", "")).startswith("vllm:") for m, _ in levels):
         raise InputError(display_url(base_url), f"no vLLM series match {{{matchers}}} from {iso(window.start)} to "
                          f"{iso(window.end)}",
                          "check the labels: curl -G BASE/api/v1/series --data-urlencode 'match[]={__name__=~\"vllm:.+\"}'")
     span = window.end - window.start
     histograms, more = _query(endpoint, "{" + _names_matcher(HISTOGRAM_NAMES) + extra + "}", window,
                               span if span > 0 else 1.0, options)
-    pods = sorted({m["pod"] for m, _ in levels if m.get("pod") and m.get("__name__", "").startswith("vllm:")})
+    pods = sorted({m["pod"] for m, _ in levels if m.get("pod") and canonical_name(m.get("__name__", "")).startswith("vllm:")})
     gpu_names = _names_matcher(GPU_NAMES)
     if pods:
         regex_pods = _quote("|".join(re.escape(p) for p in pods))
@@ -156,11 +158,11 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
     index = {t: i for i, t in enumerate(times)}
     samples = []
     for metric, values in series:
-        name, text = metric.get("__name__", ""), _series(metric)
+        name, text = canonical_name(metric.get("__name__", "")), _series(metric)
         labels = {k: v for k, v in metric.items() if k != "__name__"}
         for t, value in values:
             samples.append(MetricSample(name, labels, value, index[t],
-                                        SourceRef(f"prometheus:{text}", 0, f"{text} {value:g} @ {iso(t)}"), t))
+                                        SourceRef(f"prometheus:{text}", 0, f"{value:g} @ {iso(t)}"), t))
     return samples, warnings + more + most
 
 
