@@ -3,7 +3,7 @@ real HTTP server, with counters and gauges that move every tick the way a busy v
 
 Run as a process (the tests start one per instance and read the port it prints):
 
-    python tests/simvllm.py --scenario preempting [--mode ok|html|garbage|json|slow] [--token T]
+    python tests/simvllm.py --scenario preempting [--mode ok|html|garbage|json|slow|forbidden] [--token T]
                             [--certfile C --keyfile K] [--dcgm-pod POD --dcgm-util 0.9]
 
 Scenarios: healthy, preempting (V1 0.11+ names, counter climbing, KV pinned, queue growing),
@@ -127,6 +127,9 @@ def app(metrics_app, mode: str, token: str | None):
         if token and environ.get("HTTP_AUTHORIZATION") != f"Bearer {token}":
             start_response("401 Unauthorized", [("Content-Type", "application/json")])
             return [b'{"error": "Unauthorized"}']
+        if mode == "forbidden":
+            start_response("403 Forbidden", [("Content-Type", "text/plain")])
+            return [b"RBAC: access denied\n"]
         if mode == "html":
             start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
             return [b"<!DOCTYPE html><html><head><title>Grafana</title></head><body>login</body></html>\n"]
@@ -165,7 +168,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default="healthy",
                         choices=["healthy", "preempting", "saturating", "v0-preempting", "dcgm"])
-    parser.add_argument("--mode", default="ok", choices=["ok", "html", "json", "garbage", "slow"])
+    parser.add_argument("--mode", default="ok", choices=["ok", "html", "json", "garbage", "slow", "forbidden"])
     parser.add_argument("--model", default="Qwen/Qwen3-8B")
     parser.add_argument("--token")
     parser.add_argument("--port", type=int, default=0)

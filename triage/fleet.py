@@ -2,9 +2,9 @@
 
 Samples are split into units: one per instance (the `pod` label, else Prometheus' `instance`, else
 the input itself), model (`model_name`) and data-parallel engine (`engine`). Each unit is diagnosed
-on its own; nothing is summed across engines or pods. The overall verdict is the most severe unit's
-(failures, then preemption, then inconclusive, then healthy; higher confidence first), and the report
-shows that unit in full. A sample without a label (cache_config_info has no model_name, V0 has no
+on its own; nothing is summed across engines or pods. The overall verdict is the unit whose problem is
+the most certain (high confidence first; among equals, failures before preemption), else inconclusive,
+else healthy; the report shows that unit in full. A sample without a label (cache_config_info has no model_name, V0 has no
 engine, dcgm-exporter has neither) belongs to every unit of its instance it does not contradict.
 """
 from __future__ import annotations
@@ -83,8 +83,10 @@ def unit_name(unit: Unit, units: Sequence[Unit], fallback: str) -> str:
     return " ".join(parts) or fallback
 
 
-def severity(diagnosis: Diagnosis) -> tuple[int, int]:
-    return SEVERITY.index(diagnosis.verdict), CONFIDENCE_RANK.get(diagnosis.confidence, 3)
+def severity(diagnosis: Diagnosis) -> tuple[int, int, int]:
+    """Problems first, the most certain of them first, then the more severe; then inconclusive, healthy."""
+    group = {"inconclusive": 1, "healthy": 2}.get(diagnosis.verdict, 0)
+    return group, CONFIDENCE_RANK.get(diagnosis.confidence, 3), SEVERITY.index(diagnosis.verdict)
 
 
 def worst(diagnoses: Sequence[Diagnosis]) -> int:

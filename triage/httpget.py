@@ -4,6 +4,7 @@ fail turned into one line that names the URL and says what to try. Used by the l
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -68,8 +69,11 @@ def get(url: str, options: HttpOptions, what: str, params: Mapping[str, str] | N
     shown = display_url(url)
     headers = {"User-Agent": f"vtriage/{__version__}", **options.headers}
     try:
-        response = (session or requests).get(url, params=params, headers=headers, verify=options.verify,
-                                             timeout=(options.connect_timeout, options.read_timeout))
+        with warnings.catch_warnings():   # --insecure was asked for: no InsecureRequestWarning on every call
+            if options.verify is False:
+                warnings.simplefilter("ignore")
+            response = (session or requests).get(url, params=params, headers=headers, verify=options.verify,
+                                                 timeout=(options.connect_timeout, options.read_timeout))
     except requests.exceptions.SSLError:
         raise InputError(shown, "TLS certificate verification failed",
                          "pass the server's CA with --ca-cert FILE, or --insecure to skip verification") from None

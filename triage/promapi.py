@@ -89,7 +89,11 @@ def query_window(since: str | None, until: str | None, at: str | None, step: str
     try:
         start = end - parse_duration(since, "--since")
     except InputError:
-        start = parse_time(since, "--since", now)
+        try:
+            start = parse_time(since, "--since", now)
+        except InputError:
+            raise InputError("--since", f"{since!r} is neither a duration nor a time",
+                             "e.g. 1h, 30m, 1h30m or 2025-01-31T14:05:00Z") from None
     if start >= end:
         raise InputError("--since", "the window starts after it ends", "give --since a time before --until")
     span = end - start
