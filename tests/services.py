@@ -96,10 +96,15 @@ class Target:
     labels: dict[str, str] = field(default_factory=dict)
 
 
-def start_prometheus(targets: list[Target], workdir: Path) -> Process:
-    """A real Prometheus on a free loopback port, scraping `targets` every second, storing under workdir."""
+def prometheus_binary() -> str:
     binary = shutil.which("prometheus")
     require("prometheus", binary is not None, "apt-get install -y prometheus")
+    return binary or ""
+
+
+def start_prometheus(targets: list[Target], workdir: Path) -> Process:
+    """A real Prometheus on a free loopback port, scraping `targets` every second, storing under workdir."""
+    binary = prometheus_binary()
     jobs: dict[str, list[Target]] = {}
     for t in targets:
         jobs.setdefault(t.job, []).append(t)

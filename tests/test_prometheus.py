@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from conftest import FIXTURES, ROOT, run_cli
-from services import Target, start_prometheus, start_sim, wait_for_samples, wait_for_targets
+from services import Target, prometheus_binary, start_prometheus, start_sim, wait_for_samples, wait_for_targets
 
 SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 PODS = {"vllm-0": "healthy", "vllm-1": "preempting", "vllm-2": "healthy"}
@@ -23,6 +23,7 @@ WINDOW = ("--since", "20s")
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     """Three vLLM pods and vllm-2's dcgm-exporter, scraped every second by a real Prometheus."""
+    prometheus_binary()
     sims = []
     server = None
     try:

@@ -148,7 +148,8 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("-o", "--output", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR instead of the bundled ones.")
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
-              help="A saved /metrics snapshot (curl .../metrics > m.prom); repeat for several, oldest first.")
+              help="A saved /metrics snapshot (curl .../metrics > m.prom); repeat for several, oldest first "
+                   "(snapshots with timestamps, e.g. from /federate, are put in order by them).")
 @click.option("--metrics-url", "metrics_urls", multiple=True, metavar="URL",
               help="Scrape a live vLLM /metrics endpoint (repeat to add its GPU's dcgm-exporter).")
 @click.option("--samples", type=click.IntRange(1, 100), default=3, show_default=True,
@@ -161,8 +162,10 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
               help="CA bundle to verify an https:// server with.")
 @click.option("--insecure", is_flag=True, help="Do not verify the https:// server's certificate.")
-@click.option("--connect-timeout", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS")
-@click.option("--read-timeout", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS")
+@click.option("--connect-timeout", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS",
+              help="Give up connecting to --metrics-url/--prometheus after this long.")
+@click.option("--read-timeout", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS",
+              help="Give up waiting for an answer after this long.")
 @click.option("--prometheus", "prometheus_url", metavar="URL",
               help="Read the vLLM series from a Prometheus server (query_range); one line per instance.")
 @click.option("--selector", metavar="'{LABEL=\"VALUE\",...}'",

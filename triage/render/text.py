@@ -4,6 +4,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
@@ -131,6 +132,13 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     if len(report.attempts) > 1:
         out.append(f"Attempts: {len(report.attempts)} startups in this log; this is the last. "
                    f"{report.same_failure_attempts} of {len(report.attempts)} ended as {d.verdict}.")
+    if report.fleet is None and any(i.kind == "metrics" for i in report.inputs):
+        figures = {n: d.facts[n].value for n in KEY_FIGURES if n in d.facts}
+        window = d.facts.get("metrics_window_seconds")
+        scrapes = d.facts.get("metrics_snapshots")
+        span = f" over {window.value:.0f} s" if window else ""
+        count = f"{scrapes.value} scrape(s){span}: " if scrapes else ""
+        out.append(s(f"Metrics, {count}{_figures(figures)}.", "dim"))
     for inp in report.inputs:
         out.append(s(f"Read {inp.path}: {inp.lines_read:,} lines, {inp.lines_recognised:,} recognised, "
                      f"{inp.vllm_lines:,} from vLLM.", "dim"))
