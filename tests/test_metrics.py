@@ -267,3 +267,25 @@ def test_malformed_metrics_on_the_command_line():
     result = run_cli("--metrics", str(METRICS / "malformed.prom"))
     assert result.returncode == 2
     assert b"malformed.prom:4:" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_secrets_in_metric_labels_are_redacted(tmp_path):
+    """Evidence from metrics is captured text like a log line: a token in a label never reaches the report."""
+    snapshot = tmp_path / "m.prom"
+    snapshot.write_text('vllm:cache_config_info{block_size="16",gpu_memory_utilization="0.85",'
+                        'kv_transfer_config="hf_token=hf_abcdefghijklmnopqrstuvwxyz0123"} 1.0\n'
+                        'vllm:num_requests_running{model_name="m"} 2.0\n')
+    _, data = _json("--metrics", str(snapshot))
+    assert data["facts"]["gpu_memory_utilization"]["value"] == 0.85
+    assert "hf_abcdefghij" not in json.dumps(data) and data["redactions"].get("hf_token", 0) >= 1
+    shown = run_cli("--format", "json", "--no-redact", "--metrics", str(snapshot))
+    assert b"hf_abcdefghij" in shown.stdout
+
+
+def test_a_snapshot_from_stdin():
+    body = (METRICS / "v1-preempting-0.prom").read_bytes()
+    result = run_cli("--format", "json", "--metrics", "-", stdin=body)
+    data = json.loads(result.stdout)
+    assert result.returncode == 1 and data["inputs"][0]["path"] == "<stdin>"
+    assert data["facts"]["kv_cache_usage_max"]["evidence"][0]["source"] == "<stdin>"
+    assert run_cli("-", "--metrics", "-", stdin=body).returncode == 2

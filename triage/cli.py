@@ -184,7 +184,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     metrics_files = metric_options["metrics_files"]
     if not files and not any(metric_options[k] for k in ("metrics_files", "metrics_urls", "prometheus_url")):
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
-    if files.count("-") > 1:
+    if (files + metrics_files).count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
     kit = load_toolkit(rules_dir)
     inputs = [open_log(path) for path in files]

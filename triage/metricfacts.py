@@ -231,9 +231,11 @@ def _cache_config(facts: dict[str, Fact], infos: Sequence[MetricSample]) -> None
 
     def number(key: str, kind: type):
         raw = labels.get(key)
+        if raw in (None, "", "None"):
+            return None
         try:
-            return kind(float(raw)) if kind is int else kind(raw) if raw not in (None, "", "None") else None
-        except (TypeError, ValueError):
+            return kind(float(raw))
+        except ValueError:
             return None             # a label that is not a number is unknown, not zero
 
     util = number("gpu_memory_utilization", float)

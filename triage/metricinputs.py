@@ -34,8 +34,9 @@ def read_files(paths: Sequence[str], interval: float | None) -> MetricsRead:
     for path in paths:
         text = read_small_text(path)
         lines = text.count("\n")
-        snapshots.append(Snapshot(path, tuple(parse_exposition(text, path)), lines,
-                                  clock=os.stat(path).st_mtime, clock_is_mtime=True))
+        name = "<stdin>" if path == "-" else path
+        snapshots.append(Snapshot(name, tuple(parse_exposition(text, name)), lines,
+                                  clock=None if path == "-" else os.stat(path).st_mtime, clock_is_mtime=True))
     samples, how = order_snapshots(snapshots, interval)
     inputs = tuple(_summary(s.name, s.samples, s.lines) for s in snapshots)
     return MetricsRead(samples, inputs, MetricsOrigin("files", ", ".join(paths), ordering=how))

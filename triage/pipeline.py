@@ -83,9 +83,11 @@ def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor
     """Diagnose every attempt; the report leads with the last one, the one on call cares about.
 
     With metrics, each unit (instance, model, engine; see triage/fleet.py) is diagnosed joined with
-    the log, and the most severe one leads. A log is joined only when the metrics are of one instance.
+    the log, and the one whose problem is the most certain leads (fleet.worst). A log is joined only
+    when the metrics are of one instance: with several it cannot say which one wrote it.
     """
     metric_inputs = tuple(metric_inputs)
+    metric_samples = _redacted(metric_samples, redactor)
     events = _resequenced(merge_events([p.events for p in parsed]))
     attempts = split_attempts(events, kit.signatures)
     vllm_lines = sum(p.summary.vllm_lines for p in parsed) if parsed else None
@@ -131,6 +133,17 @@ def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor
                   timeline=points, failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(attempts[-1].events, failing.value if failing else None),
                   redactions=dict(redactor.counts), warnings=warnings, fleet=fleet)
+
+
+def _redacted(samples: Sequence[MetricSample], redactor: Redactor) -> list[MetricSample]:
+    """Metric evidence is captured text too: secrets in labels or URLs are masked before any fact sees it."""
+    out = []
+    for s in samples:
+        text, path = redactor.text(s.source.text), redactor.text(s.source.path)
+        if text != s.source.text or path != s.source.path:
+            s = dataclasses.replace(s, source=dataclasses.replace(s.source, text=text, path=path))
+        out.append(s)
+    return out
 
 
 def _fleet_view(runs: Sequence[_Run], chosen: _Run, origin: MetricsOrigin | None,

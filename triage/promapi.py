@@ -141,14 +141,15 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
     """The vLLM and dcgm-exporter series over the window, and Prometheus' own warnings."""
     endpoint = base_url.rstrip("/") + "/api/v1/query_range"
     extra = f",{matchers}" if matchers else ""
-    levels, warnings = _query(endpoint, "{" + _names_matcher(LEVEL_NAMES) + extra + "}", window, window.step, options)
+    levels, level_warnings = _query(endpoint, "{" + _names_matcher(LEVEL_NAMES) + extra + "}", window, window.step,
+                                    options)
     if not any(canonical_name(m.get("__name__", "")).startswith("vllm:") for m, _ in levels):
         raise InputError(display_url(base_url), f"no vLLM series match {{{matchers}}} from {iso(window.start)} to "
                          f"{iso(window.end)}",
                          "check the labels: curl -G BASE/api/v1/series --data-urlencode 'match[]={__name__=~\"vllm:.+\"}'")
     span = window.end - window.start
-    histograms, more = _query(endpoint, "{" + _names_matcher(HISTOGRAM_NAMES) + extra + "}", window,
-                              span if span > 0 else 1.0, options)
+    histograms, histogram_warnings = _query(endpoint, "{" + _names_matcher(HISTOGRAM_NAMES) + extra + "}", window,
+                                            span if span > 0 else 1.0, options)
     pods = sorted({m["pod"] for m, _ in levels if m.get("pod") and canonical_name(m.get("__name__", "")).startswith("vllm:")})
     gpu_names = _names_matcher(GPU_NAMES)
     if pods:
@@ -156,7 +157,7 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
         gpu_query = (f'{{{gpu_names},exported_pod=~"{regex_pods}"}} or {{{gpu_names},pod=~"{regex_pods}"}}')
     else:
         gpu_query = "{" + gpu_names + extra + "}"
-    gpus, most = _query(endpoint, gpu_query, window, window.step, options)
+    gpus, gpu_warnings = _query(endpoint, gpu_query, window, window.step, options)
     series = levels + histograms + gpus
     times = sorted({t for _, values in series for t, _ in values})
     index = {t: i for i, t in enumerate(times)}
@@ -167,7 +168,7 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
         for t, value in values:
             samples.append(MetricSample(name, labels, value, index[t],
                                         SourceRef(f"prometheus:{text}", 0, f"{value:g} @ {iso(t)}"), t))
-    return samples, warnings + more + most
+    return samples, list(dict.fromkeys(level_warnings + histogram_warnings + gpu_warnings))
 
 
 def _query(endpoint: str, query: str, window: Window, step: float, options: HttpOptions
