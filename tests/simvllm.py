@@ -81,7 +81,7 @@ def build(scenario: str, model: str):
     def tick(step: int) -> None:
         if busy:
             running.set(240 - step % 7)
-            waiting.set(min(400, 20 + step))
+            waiting.set(20 + step)                  # a queue that keeps growing
             usage.set(0.97 + 0.03 * abs(math.sin(step / 5)))
             if preemptions is not None:
                 preemptions.inc(3)

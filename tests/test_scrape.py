@@ -61,7 +61,7 @@ def test_preempting_server_gives_a_rate(sims):
     facts = {k: v["value"] for k, v in data["facts"].items()}
     assert code == 1 and data["verdict"] == "preemption_slowdown"
     assert facts["metrics_snapshots"] == 3
-    assert 0.8 <= facts["metrics_window_seconds"] <= 3.0           # 2 x 0.5 s, plus the scrapes themselves
+    assert 0.8 <= facts["metrics_window_seconds"] <= 5.0           # 2 x 0.5 s, plus the scrapes themselves
     assert facts["preemptions"] > 0 and facts["preemption_rate_per_min"] > 60
     assert facts["waiting_growth"] > 0 and facts["kv_cache_usage_max"] >= 0.97
     assert facts["requests_preempted_share"] > 0 and facts["ttft_p95_seconds"] > 1.0
