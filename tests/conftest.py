@@ -70,6 +70,29 @@ def diagnose_files(kit, *paths: Path) -> Report:
     return build_report(inputs, kit, redactor)
 
 
+def diagnose_with_metrics(kit, metrics, log_text: str | None = None, log_path: Path | None = None,
+                          interval: float | None = None) -> Report:
+    """The pipeline on /metrics snapshots (paths, oldest first), joined with a log when one is given."""
+    from triage.metricinputs import read_files
+    from triage.sources import open_log
+    read = read_files([str(p) for p in metrics], interval)
+    redactor = Redactor()
+    tmp = None
+    if log_text is not None:
+        fd, name = tempfile.mkstemp(suffix=".log")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(log_text)
+        tmp = Path(name)
+        inputs = [LogInput(name="log.txt", path=name)]
+    else:
+        inputs = [open_log(str(log_path))] if log_path else []
+    try:
+        return build_report(inputs, kit, redactor, read.samples, read.inputs, read.origin, read.warnings)
+    finally:
+        if tmp:
+            tmp.unlink()
+
+
 def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd: Path | None = None):
     """Run `python -m triage` in a subprocess: exit code, stdout and stderr exactly as a user sees them."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}

@@ -1,17 +1,27 @@
-"""Saved /metrics snapshots: parsed with line numbers, every metric name mapped to the same facts."""
+"""Saved /metrics snapshots: parsed with line numbers, put in order, every metric name mapped to the same
+facts, rates and quantiles computed as Prometheus would, engines kept apart, malformed files refused."""
 from __future__ import annotations
 
 import json
+import math
+import os
+import tomllib
 
+import jsonschema
 import pytest
 
 from triage.errors import InputError
+from triage.fleet import split_units
 from triage.metricfacts import extract_metric_facts
-from triage.metricparse import parse_exposition
+from triage.metricparse import Snapshot, canonical_name, order_snapshots, parse_exposition
+from triage.metricseries import counter_increase, histogram_quantile, time_at_or_above, per_scrape
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, ROOT, run_cli
 
 METRICS = FIXTURES / "metrics"
+MANIFEST = tomllib.loads((METRICS / "manifest.toml").read_text())
+INCIDENTS = sorted(p.parent for p in (FIXTURES / "incidents").glob("*/incident.toml"))
+SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 
 
 def _samples(*names):
@@ -20,6 +30,67 @@ def _samples(*names):
         out.extend(parse_exposition((METRICS / name).read_text(), name, scrape=i))
     return out
 
+
+def _json(*args):
+    result = run_cli("--format", "json", *args)
+    assert result.stderr == b"", result.stderr.decode()
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, SCHEMA)
+    return result.returncode, data
+
+
+# --- the sets of fixtures/metrics/manifest.toml ----------------------------------------------------
+
+@pytest.mark.parametrize("entry", MANIFEST["set"], ids=[s["files"][0] for s in MANIFEST["set"]])
+def test_snapshot_set(entry):
+    args = [a for f in entry["files"] for a in ("--metrics", str(METRICS / f))]
+    if "interval" in entry:
+        args += ["--interval", str(entry["interval"])]
+    code, data = _json(*args)
+    assert (data["verdict"], data["rule_path"][-1]) == (entry["verdict"], entry["rule"])
+    assert code == (0 if entry["verdict"] == "healthy" else 1)
+    for name, expected in entry["facts"].items():
+        got = data["facts"][name]["value"]
+        if isinstance(expected, float):
+            assert got == pytest.approx(expected, abs=1e-3), name
+        else:
+            assert got == expected, name
+        assert data["facts"][name]["evidence"], f"{name} has no evidence"
+    if "fleet" in entry:
+        fleet = data["fleet"]
+        assert fleet["detail"] == entry["fleet"]["detail"]
+        assert {i["name"]: i["verdict"] for i in fleet["instances"]} == entry["fleet"]["instances"]
+    else:
+        assert data["fleet"] is None
+
+
+@pytest.mark.parametrize("entry", MANIFEST["malformed"], ids=[m["file"] for m in MANIFEST["malformed"]])
+def test_malformed_file_is_one_line_with_its_line_number(entry):
+    result = run_cli("--metrics", str(METRICS / entry["file"]))
+    err = result.stderr.decode()
+    assert result.returncode == 2 and result.stdout == b""
+    assert entry["error"] in err and "(hint: " in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("folder", INCIDENTS, ids=[p.name for p in INCIDENTS])
+def test_incident_log_and_metrics_join_into_one_verdict(folder):
+    spec = tomllib.loads((folder / "incident.toml").read_text())
+    log = str(folder / spec["log"])
+    metrics = [a for m in spec["metrics"] for a in ("--metrics", str(folder / m))]
+    timing = ["--interval", str(spec["interval"])]
+    assert _json(log)[1]["verdict"] == spec["log_alone"]
+    assert _json(*metrics, *timing)[1]["verdict"] == spec["metrics_alone"]
+    code, joined = _json(log, *metrics, *timing)
+    assert (joined["verdict"], joined["rule_path"][-1]) == (spec["joined"], spec["joined_rule"])
+    for name, expected in spec["facts"].items():
+        assert joined["facts"][name]["value"] == pytest.approx(expected, abs=1e-3), name
+    cited = {e["source"].rsplit("/", 1)[-1] for e in joined["findings"][0]["evidence"]}
+    assert spec["log"] in cited and cited & set(spec["metrics"]), f"evidence must cite log and metrics: {cited}"
+    assert [i["kind"] for i in joined["inputs"]] == ["log"] + ["metrics"] * len(spec["metrics"])
+
+
+# --- parsing, names, order -------------------------------------------------------------------------
 
 def test_samples_carry_their_line():
     samples = _samples("v1-preempting-0.prom")
@@ -36,16 +107,151 @@ def test_malformed_file_names_the_line():
 def test_old_and_new_names_give_the_same_facts():
     old = extract_metric_facts(_samples("v0-names-healthy.prom"))
     assert old["kv_cache_usage_max"].value == 0.0821 and old["preemptions"].value == 0
+    assert old["engine"].value == "v0"
     new = extract_metric_facts(_samples("v1-preempting-0.prom"))
-    assert new["kv_cache_usage_max"].value == 0.9912
+    assert new["kv_cache_usage_max"].value == 0.9912 and new["engine"].value == "v1"
     assert new["kv_cache_tokens"].value == 15307 * 16
     assert new["gpu_memory_utilization"].value == 0.9
+
+
+def test_both_spellings_present_are_not_counted_twice():
+    """0.9.2-0.10.2 expose gpu_* and the new names side by side: the new one is read, once."""
+    folder = FIXTURES / "incidents" / "v1-0.10.1-silent-preemption"
+    text = (folder / "metrics-1.prom").read_text()
+    assert "vllm:gpu_cache_usage_perc" in text and "vllm:gpu_prefix_cache_queries_total" in text
+    facts = extract_metric_facts(parse_exposition(text, "m.prom"))
+    assert facts["kv_cache_usage_max"].evidence[0].text.startswith("vllm:kv_cache_usage_perc")
+    assert facts["prefix_cache_hit_rate"].evidence[0].text.startswith("vllm:prefix_cache_hits_total")
+
+
+def test_underscore_spelling_from_prometheus_is_the_same_metric():
+    """prometheus-client escapes the colon when Prometheus negotiates OpenMetrics: vllm_x is vllm:x."""
+    assert canonical_name("vllm_num_preemptions_total") == "vllm:num_preemptions_total"
+    assert canonical_name("DCGM_FI_DEV_FB_USED") == "DCGM_FI_DEV_FB_USED"
+    samples = parse_exposition('vllm_kv_cache_usage_perc{engine="0",model_name="m"} 0.97\n', "m.prom")
+    assert extract_metric_facts(samples)["kv_cache_usage_max"].value == 0.97
 
 
 def test_two_snapshots_give_a_delta():
     facts = extract_metric_facts(_samples("v1-preempting-0.prom", "v1-preempting-1.prom"))
     assert facts["preemptions"].value == 18954 - 18211
-    assert facts["waiting_max"].value == 93
+    assert facts["waiting_max"].value == 93 and facts["waiting_growth"].value == 93 - 57
+    assert "preemption_rate_per_min" not in facts      # no times: a delta, never a made-up rate
+
+
+def _snapshot(name, clock=None, mtime=False):
+    return Snapshot(name, tuple(parse_exposition((METRICS / name).read_text(), name)), 1, clock, mtime)
+
+
+def test_exposition_timestamps_put_snapshots_in_order():
+    newest_first = [_snapshot("federate-v1-0.30-qwen3-32b-pod-vllm-0-2.prom"),
+                    _snapshot("federate-v1-0.30-qwen3-32b-pod-vllm-0-1.prom")]
+    samples, how = order_snapshots(newest_first)
+    assert "timestamps in the expositions" in how
+    first = [s for s in samples if s.name == "vllm:num_preemptions_total" and s.scrape == 0]
+    assert first[0].value == 1204 and first[0].time == 1764503940.0
+
+
+def test_modification_times_give_times_only_when_they_rise():
+    pair = ("v1-preempting-0.prom", "v1-preempting-1.prom")
+    samples, how = order_snapshots([_snapshot(pair[0], 1000.0, True), _snapshot(pair[1], 1030.0, True)])
+    assert "modification times" in how and {s.time for s in samples} == {1000.0, 1030.0}
+    copied = [_snapshot(pair[0], 1000.0, True), _snapshot(pair[1], 1000.2, True)]   # cp'd, not scraped
+    samples, how = order_snapshots(copied)
+    assert "unknown" in how and {s.time for s in samples} == {None}
+    samples, how = order_snapshots(copied, interval=20.0)
+    assert "20 s apart" in how and {s.time for s in samples} == {0.0, 20.0}
+
+
+def test_files_are_timed_by_their_mtime(tmp_path):
+    paths = []
+    for i, name in enumerate(("v1-preempting-0.prom", "v1-preempting-1.prom")):
+        target = tmp_path / name
+        target.write_bytes((METRICS / name).read_bytes())
+        os.utime(target, (1_764_500_000 + 60 * i, 1_764_500_000 + 60 * i))
+        paths += ["--metrics", str(target)]
+    _, data = _json(*paths)
+    assert data["facts"]["metrics_window_seconds"]["value"] == 60.0
+    assert data["facts"]["preemption_rate_per_min"]["value"] == pytest.approx(743.0)
+    assert "modification times" in data["facts"]["metrics_window_seconds"]["note"]
+
+
+# --- arithmetic ------------------------------------------------------------------------------------
+
+def _exposition(*bodies):
+    return [s for i, body in enumerate(bodies) for s in parse_exposition(body, f"s{i}.prom", scrape=i, time=10.0 * i)]
+
+
+def test_counter_reset_is_a_restart_not_a_negative_delta():
+    samples = _exposition('c_total 100\nc_created 1000\n', 'c_total 130\nc_created 1000\n', 'c_total 7\nc_created 2000\n')
+    grown = counter_increase([s for s in samples if s.name == "c_total"], [s for s in samples if s.name == "c_created"])
+    assert grown.value == 30 + 7 and grown.resets == 1
+    # a restart that already climbed past the old value is caught by _created alone
+    samples = _exposition('c_total 100\nc_created 1000\n', 'c_total 150\nc_created 2000\n')
+    grown = counter_increase([s for s in samples if s.name == "c_total"], [s for s in samples if s.name == "c_created"])
+    assert grown.value == 150 and grown.resets == 1
+
+
+def test_histogram_quantile_matches_promql():
+    buckets = [(0.1, 10.0), (0.5, 50.0), (1.0, 90.0), (math.inf, 100.0)]
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.5)
+    assert histogram_quantile(0.25, buckets) == pytest.approx(0.1 + 0.4 * 15 / 40)
+    assert histogram_quantile(0.95, buckets) == 1.0          # in +Inf: the highest finite bound
+    assert histogram_quantile(0.5, [(1.0, 0.0), (math.inf, 0.0)]) is None
+
+
+def test_latency_quantiles_cover_the_window_only():
+    """Requests finished before the first snapshot do not count: p95 is of the slow 60 only."""
+    facts = extract_metric_facts(_samples("v0-0.4.3-llama3-8b-a10g-preempting-1.prom",
+                                          "v0-0.4.3-llama3-8b-a10g-preempting-2.prom"))
+    since_start = extract_metric_facts(_samples("v0-0.4.3-llama3-8b-a10g-preempting-2.prom"))
+    assert facts["ttft_p50_seconds"].value > 1.5 > since_start["ttft_p50_seconds"].value
+    assert "over the window" in facts["ttft_p50_seconds"].note
+    assert "since the server started" in since_start["ttft_p50_seconds"].note
+
+
+def test_time_at_full_kv_cache():
+    samples = _exposition(*(f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {u}\n'
+                            for u in (0.5, 0.96, 0.99, 0.7)))
+    levels = per_scrape(samples, "max")
+    assert time_at_or_above(levels, 0.95) == (20.0, 40.0)
+    facts = extract_metric_facts(samples)
+    assert facts["saturated_seconds"].value == 20.0 and facts["saturated_share"].value == 0.5
+    untimed = [s for body in ('vllm:kv_cache_usage_perc 0.99\n',) for s in parse_exposition(body, "x")]
+    assert "saturated_seconds" not in extract_metric_facts(untimed)
+
+
+# --- engines, models, GPUs ---------------------------------------------------------------------------
+
+def test_engines_stay_separate():
+    units, warnings = split_units(_samples("v1-0.11.1-llama31-70b-dp2-engine1-preempting.prom"))
+    assert [(u.engine, extract_metric_facts(u.samples)["preemptions"].value) for u in units] == [("0", 3), ("1", 5210)]
+    for unit in units:       # cache_config_info has one series per engine; each unit gets its own
+        infos = [s for s in unit.samples if s.name == "vllm:cache_config_info"]
+        assert [s.labels["engine"] for s in infos] == [unit.engine]
+    assert warnings == []
+
+
+def test_gpu_exporter_series_join_the_server_they_describe():
+    units, warnings = split_units(_samples("v1-0.11.1-llama31-8b-h100-healthy.prom", "dcgm-h100-external.prom"))
+    assert len(units) == 1 and any(s.name == "DCGM_FI_DEV_FB_USED" for s in units[0].samples)
+    fleet = _exposition('vllm:num_requests_running{pod="vllm-0",model_name="m"} 1\n'
+                        'vllm:num_requests_running{pod="vllm-1",model_name="m"} 1\n'
+                        'DCGM_FI_DEV_FB_USED{gpu="0",exported_pod="vllm-1"} 100\n'
+                        'DCGM_FI_DEV_FB_USED{gpu="0",Hostname="node-9"} 100\n')
+    units, warnings = split_units(fleet)
+    assert [[s.name for s in u.samples] for u in units] == [["vllm:num_requests_running"],
+                                                             ["vllm:num_requests_running", "DCGM_FI_DEV_FB_USED"]]
+    assert len(warnings) == 1 and "matched no vLLM instance" in warnings[0]
+
+
+def test_text_report_of_engines_lists_each():
+    result = run_cli("--metrics", str(METRICS / "v1-0.11.1-llama31-70b-dp2-engine1-preempting.prom"))
+    out = result.stdout.decode()
+    assert result.returncode == 1
+    assert "FLEET  2 instance(s)" in out and "engine=0  healthy" in out
+    assert "engine=1  preemption_slowdown" in out and "stands out: preempting: 5210 preemptions" in out
+    assert "Overall: PREEMPTION SLOWDOWN" in out and "In detail: engine=1" in out
 
 
 def test_metrics_alone_give_a_verdict():
@@ -61,3 +267,25 @@ def test_malformed_metrics_on_the_command_line():
     result = run_cli("--metrics", str(METRICS / "malformed.prom"))
     assert result.returncode == 2
     assert b"malformed.prom:4:" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_secrets_in_metric_labels_are_redacted(tmp_path):
+    """Evidence from metrics is captured text like a log line: a token in a label never reaches the report."""
+    snapshot = tmp_path / "m.prom"
+    snapshot.write_text('vllm:cache_config_info{block_size="16",gpu_memory_utilization="0.85",'
+                        'kv_transfer_config="hf_token=hf_abcdefghijklmnopqrstuvwxyz0123"} 1.0\n'
+                        'vllm:num_requests_running{model_name="m"} 2.0\n')
+    _, data = _json("--metrics", str(snapshot))
+    assert data["facts"]["gpu_memory_utilization"]["value"] == 0.85
+    assert "hf_abcdefghij" not in json.dumps(data) and data["redactions"].get("hf_token", 0) >= 1
+    shown = run_cli("--format", "json", "--no-redact", "--metrics", str(snapshot))
+    assert b"hf_abcdefghij" in shown.stdout
+
+
+def test_a_snapshot_from_stdin():
+    body = (METRICS / "v1-preempting-0.prom").read_bytes()
+    result = run_cli("--format", "json", "--metrics", "-", stdin=body)
+    data = json.loads(result.stdout)
+    assert result.returncode == 1 and data["inputs"][0]["path"] == "<stdin>"
+    assert data["facts"]["kv_cache_usage_max"]["evidence"][0]["source"] == "<stdin>"
+    assert run_cli("-", "--metrics", "-", stdin=body).returncode == 2

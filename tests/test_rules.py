@@ -11,7 +11,7 @@ from triage.errors import RuleError
 from triage.model import Fact
 from triage.ruleset import load_rules, parse_condition
 
-from conftest import FIXTURES, RULES_DIR, diagnose_files, diagnose_text
+from conftest import FIXTURES, RULES_DIR, diagnose_files, diagnose_text, diagnose_with_metrics
 
 RULES = load_rules(RULES_DIR)
 EXAMPLES = [(node, ex) for node in sorted(RULES.nodes.values(), key=lambda n: n.id) for ex in node.examples]
@@ -28,10 +28,15 @@ def _fired(report, node_id: str) -> bool:
 
 
 @pytest.mark.parametrize("node,example", EXAMPLES,
-                         ids=[f"{n.id}:{e.expect}:{e.fixture or i}" for i, (n, e) in enumerate(EXAMPLES)])
+                         ids=[f"{n.id}:{e.expect}:{e.fixture or (e.metrics[0] if e.metrics else i)}"
+                              for i, (n, e) in enumerate(EXAMPLES)])
 def test_rule_example(kit, node, example):
     """Each rule fires on its 'fires' examples and stays quiet on its 'quiet' ones."""
-    if example.fixture:
+    if example.metrics:
+        report = diagnose_with_metrics(kit, [FIXTURES / "metrics" / m for m in example.metrics],
+                                       log_text=example.log.lstrip("\n") if example.log else None,
+                                       log_path=FIXTURES / "logs" / example.fixture if example.fixture else None)
+    elif example.fixture:
         report = diagnose_files(kit, FIXTURES / "logs" / example.fixture)
     else:
         report = diagnose_text(kit, example.log.lstrip("\n"))

@@ -298,6 +298,8 @@ def utilization_within_free_memory(facts: Facts) -> list[Fix]:
         available, basis = free, f"{free:.2f} of {total:.2f} GiB were free at startup"
     elif others is not None:
         available, basis = total - others, f"other processes hold {others:.2f} of {total:.2f} GiB"
+    elif (beyond := _v(facts, "gpu_memory_beyond_budget_gib")) is not None and beyond > 0:
+        available, basis = total - beyond, f"{beyond:.2f} of {total:.2f} GiB is in use beyond vLLM's reservation"
     else:
         return []
     value = _floor2(available / total - SAFETY_MARGIN_RATIO)
@@ -314,19 +316,19 @@ def utilization_within_free_memory(facts: Facts) -> list[Fix]:
     return [Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
                 why=f"{basis}; {value:.2f} x {total:.2f} = {value * total:.2f} GiB fits with a "
                     f"{SAFETY_MARGIN_RATIO:.0%} margin",
-                computed_from=("gpu_total_gib", "free_gib", "other_processes_gib"), reference=DOCS_MEMORY,
-                checked=True)]
+                computed_from=("gpu_total_gib", "free_gib", "other_processes_gib", "gpu_memory_beyond_budget_gib"),
+                reference=DOCS_MEMORY, checked=True)]
 
 
 @solver("free_other_processes")
 def free_other_processes(facts: Facts) -> list[Fix]:
     """Stop or move the other processes holding GPU memory."""
-    others = _v(facts, "other_processes_gib")
-    held = f" holding {others:.2f} GiB" if others else ""
+    others = _v(facts, "other_processes_gib") or _v(facts, "gpu_memory_beyond_budget_gib")
+    held = f" holding {others:.2f} GiB" if others and others > 0 else ""
     return [Fix(action=f"Stop or move the other process(es){held} on this GPU",
                 why="find them with `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv`; "
                     "in Kubernetes, check for another pod scheduled on the same GPU",
-                computed_from=("other_processes_gib",), reference=DOCS_TROUBLESHOOTING)]
+                computed_from=("other_processes_gib", "gpu_memory_beyond_budget_gib"), reference=DOCS_TROUBLESHOOTING)]
 
 
 @solver("utilization_headroom")

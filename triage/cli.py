@@ -15,14 +15,14 @@ import click
 
 from . import __version__
 from .errors import InputError, TriageError
-from .metricparse import MetricSample, parse_exposition
-from .model import InputSummary
-from .pipeline import Toolkit, build_report, metrics_input
+from .httpget import HttpOptions, parse_header
+from .metricinputs import MetricsRead, read_files, read_prometheus, read_urls
+from .pipeline import Toolkit, build_report
 from .redact import Redactor
 from .render import RENDERERS
 from .ruleset import load_rules
 from .signatures import load_signatures
-from .sources import open_log, read_small_text
+from .sources import open_log
 
 EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -84,14 +84,67 @@ class _DefaultToDiagnose(click.Group):
 @click.group(cls=_DefaultToDiagnose, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="vtriage")
 def cli() -> None:
-    """Triage a vLLM out-of-memory or preemption incident from its log.
+    """Triage a vLLM out-of-memory or preemption incident from its log and metrics.
 
     \b
       vtriage server.log                      diagnose a log (several files = one incident)
       kubectl logs POD --previous | vtriage - read stdin
       vtriage --format json server.log        machine-readable report
       vtriage --format html -o report.html server.log   one self-contained page for the ticket
+      vtriage server.log --metrics m1.prom --metrics m2.prom      log joined with saved /metrics
+      vtriage --metrics-url http://localhost:8000/metrics         scrape a live server 3 times
+      vtriage --prometheus http://prom:9090 --selector '{pod=~"vllm-.*"}' --since 1h   a fleet
     """
+
+
+def _http_options(headers: Sequence[str], ca_cert: str | None, insecure: bool, connect_timeout: float,
+                  read_timeout: float, api_key: bool) -> HttpOptions:
+    """Headers from --header, plus vLLM's own convention: VLLM_API_KEY as a bearer token."""
+    parsed = dict(parse_header(h) for h in headers)
+    key = os.environ.get("VLLM_API_KEY")
+    if api_key and key and not any(name.lower() == "authorization" for name in parsed):
+        parsed["Authorization"] = f"Bearer {key}"
+    return HttpOptions(headers=parsed, verify=False if insecure else (ca_cert or True),
+                       connect_timeout=connect_timeout, read_timeout=read_timeout)
+
+
+def _countdown():
+    """A one-line countdown on stderr while scraping, only on a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(taken: int, count: int, left: float) -> None:
+        text = f"vtriage: scraped {taken} of {count}" + (f", next in {left:.0f} s" if left > 0 else "")
+        sys.stderr.write("\r" + text.ljust(48) + ("\r" + " " * 48 + "\r" if taken == count else ""))
+        sys.stderr.flush()
+    return show
+
+
+def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
+    """The one metrics source the command line names: saved files, live URLs, or Prometheus."""
+    given = [flag for flag, key in (("--metrics", "metrics_files"), ("--metrics-url", "metrics_urls"),
+                                    ("--prometheus", "prometheus_url")) if o[key]]
+    if len(given) > 1:
+        raise click.UsageError(f"{' and '.join(given)} are different sources of metrics; give one")
+    if not o["prometheus_url"]:
+        for flag in ("selector", "job", "instance", "since", "until", "at", "step"):
+            if o[flag]:
+                raise click.UsageError(f"--{flag} selects series in Prometheus: it needs --prometheus URL")
+    if o["insecure"] and o["ca_cert"]:
+        raise click.UsageError("--insecure and --ca-cert contradict each other; give one")
+    interval_given = ctx.get_parameter_source("interval") == click.core.ParameterSource.COMMANDLINE
+    if o["metrics_files"]:
+        return read_files(o["metrics_files"], o["interval"] if interval_given else None)
+    web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"])
+    if o["metrics_urls"]:
+        return read_urls(o["metrics_urls"], o["samples"], o["interval"], _http_options(*web, api_key=True), _countdown())
+    if o["prometheus_url"]:
+        return read_prometheus(o["prometheus_url"], o["selector"], o["job"], o["instance"], o["since"], o["until"],
+                               o["at"], o["step"], _http_options(*web, api_key=False))
+    return None
+
+
+_SECONDS = click.FloatRange(min=0, min_open=True)
 
 
 @cli.command()
@@ -101,30 +154,54 @@ def cli() -> None:
 @click.option("-o", "--output", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR instead of the bundled ones.")
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
-              help="A saved /metrics snapshot (curl .../metrics > m.prom); repeat for several, oldest first.")
+              help="A saved /metrics snapshot (curl .../metrics > m.prom); repeat for several, oldest first "
+                   "(snapshots with timestamps, e.g. from /federate, are put in order by them).")
+@click.option("--metrics-url", "metrics_urls", multiple=True, metavar="URL",
+              help="Scrape a live vLLM /metrics endpoint (repeat to add its GPU's dcgm-exporter).")
+@click.option("--samples", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Scrapes of --metrics-url (two or more give rates).")
+@click.option("--interval", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS",
+              help="Seconds between scrapes; with --metrics files, the seconds between the snapshots.")
+@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'",
+              help="HTTP header for --metrics-url/--prometheus, e.g. 'Authorization: Bearer TOKEN' "
+                   "(--metrics-url also sends VLLM_API_KEY as a bearer token).")
+@click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="CA bundle to verify an https:// server with.")
+@click.option("--insecure", is_flag=True, help="Do not verify the https:// server's certificate.")
+@click.option("--connect-timeout", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS",
+              help="Give up connecting to --metrics-url/--prometheus after this long.")
+@click.option("--read-timeout", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS",
+              help="Give up waiting for an answer after this long.")
+@click.option("--prometheus", "prometheus_url", metavar="URL",
+              help="Read the vLLM series from a Prometheus server (query_range); one line per instance.")
+@click.option("--selector", metavar="'{LABEL=\"VALUE\",...}'",
+              help="PromQL label matchers for --prometheus, e.g. '{namespace=\"llm\",pod=~\"vllm-.*\"}'.")
+@click.option("--job", metavar="JOB", help="Shorthand for a job=\"JOB\" matcher.")
+@click.option("--instance", metavar="INSTANCE", help="Shorthand for an instance=\"INSTANCE\" matcher.")
+@click.option("--since", metavar="DURATION|TIME", help="Start of the window: a duration before --until (default 1h) or a time.")
+@click.option("--until", metavar="TIME", help="End of the window (default now): RFC 3339, Unix seconds or now.")
+@click.option("--at", metavar="TIME", help="One instant instead of a window, like a single /metrics snapshot then.")
+@click.option("--step", metavar="DURATION", help="Query resolution (default: the window / 240, at least 1 s).")
 @click.option("--no-redact", is_flag=True, help="Show secrets (API keys, tokens) in the report instead of ***.")
 @click.option("--redact-prompts", is_flag=True, help="Also mask prompt and completion text in evidence lines.")
-def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
-             metrics_files: tuple[str, ...], no_redact: bool, redact_prompts: bool) -> None:
-    """Diagnose FILE... (use - for stdin). Several files are read as one incident."""
-    if not files and not metrics_files:
+@click.pass_context
+def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
+             no_redact: bool, redact_prompts: bool, **metric_options) -> None:
+    """Diagnose FILE... (use - for stdin). Several files are read as one incident; metrics join them."""
+    metrics_files = metric_options["metrics_files"]
+    if not files and not any(metric_options[k] for k in ("metrics_files", "metrics_urls", "prometheus_url")):
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
-    if files.count("-") > 1:
+    if (files + metrics_files).count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
     kit = load_toolkit(rules_dir)
     inputs = [open_log(path) for path in files]
-    samples: list[MetricSample] = []
-    metric_inputs: list[InputSummary] = []
-    for scrape, path in enumerate(metrics_files):
-        text = read_small_text(path)
-        got = parse_exposition(text, path, scrape)
-        samples.extend(got)
-        metric_inputs.append(metrics_input(path, got, text.count("\n") + (0 if text.endswith("\n") else 1)))
+    metrics = _read_metrics(ctx, metric_options)
     redactor = Redactor(enabled=not no_redact, prompts=redact_prompts)
     if sys.stderr.isatty():
         for inp in inputs:
             inp.progress = ProgressLine(inp.name, inp.size)
-    report = build_report(inputs, kit, redactor, samples, metric_inputs)
+    report = build_report(inputs, kit, redactor, metrics.samples if metrics else (), metrics.inputs if metrics else (),
+                          metrics.origin if metrics else None, metrics.warnings if metrics else ())
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
         write_atomically(output, text, files + metrics_files)

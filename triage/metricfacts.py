@@ -1,22 +1,48 @@
-"""Facts from `/metrics` snapshots, under the same names the log facts use.
+"""Facts from `/metrics` samples, under the same names the log facts use.
 
 Metric names changed across vLLM versions; every alias maps to one fact here, so rules never see a
-metric name. One snapshot gives levels and counters since the server started; several give deltas.
+metric name. One snapshot gives levels and counters since the server started; several give deltas
+and, when their times are known, rates. The samples given are those of one engine of one server
+(see triage/fleet.py, which splits them).
 """
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 from .facts import FACTS
 from .metricparse import MetricSample
-from .model import Fact, SourceRef, TimelinePoint
+from .metricseries import (counter_increase, histogram_quantile, histogram_window, per_scrape, time_at_or_above,
+                           window_seconds)
+from .model import Fact, SourceRef
 
+# Each tuple lists one quantity's names, preferred first; only the first name present is read.
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-PREEMPTIONS = ("vllm:num_preemptions_total",)
+PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
 RUNNING = ("vllm:num_requests_running",)
 WAITING = ("vllm:num_requests_waiting",)
 SWAPPED = ("vllm:num_requests_swapped",)
 CACHE_CONFIG = ("vllm:cache_config_info",)
+PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total",
+                  "vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries")
+PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total",
+               "vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits")
+PREFIX_HIT_RATE = ("vllm:gpu_prefix_cache_hit_rate",)            # V0's own gauge, 0-1
+REQUEST_PREEMPTIONS = ("vllm:request_num_preemptions",)          # histogram, 0.30+
+# (fact prefix, histogram names, unit suffix of the fact)
+HISTOGRAMS = (
+    ("ttft", ("vllm:time_to_first_token_seconds",), "_seconds"),
+    ("e2e_latency", ("vllm:e2e_request_latency_seconds",), "_seconds"),
+    ("queue_time", ("vllm:request_queue_time_seconds", "vllm:time_in_queue_requests"), "_seconds"),
+    ("inter_token_latency", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"), "_seconds"),
+    ("prompt_tokens", ("vllm:request_prompt_tokens",), ""),
+    ("generation_tokens", ("vllm:request_generation_tokens",), ""),
+)
+QUANTILES = (("p50", 0.5), ("p95", 0.95))
+DCGM_USED, DCGM_FREE, DCGM_RESERVED = "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"
+V0_ONLY = ("vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc", "vllm:gpu_prefix_cache_hit_rate")
+SATURATED = 0.95
+MIB_PER_GIB = 1024.0
 
 
 def _fact(name: str, value, evidence: Sequence[SourceRef], note: str | None = None) -> Fact:
@@ -24,83 +50,255 @@ def _fact(name: str, value, evidence: Sequence[SourceRef], note: str | None = No
     if spec.type is float:
         value = round(float(value), 4)
     elif spec.type is int:
-        value = int(value)
-    return Fact(name, value, spec.unit, tuple(evidence)[:4], note)
+        value = int(round(value))
+    return Fact(name, value, spec.unit, tuple(dict.fromkeys(evidence))[:4], note)
 
 
 def _of(samples: Sequence[MetricSample], names: Sequence[str]) -> list[MetricSample]:
-    return [s for s in samples if s.name in names]
+    """The samples of the first name in `names` that is present (aliases never add up twice)."""
+    for name in names:
+        found = [s for s in samples if s.name == name]
+        if found:
+            return found
+    return []
 
 
-def extract_metric_facts(samples: Sequence[MetricSample]) -> dict[str, Fact]:
+def _base(samples: Sequence[MetricSample], names: Sequence[str]) -> str | None:
+    present = {s.name for s in samples}
+    return next((n for n in names if f"{n}_bucket" in present), None)
+
+
+def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None = None) -> dict[str, Fact]:
     facts: dict[str, Fact] = {}
     vllm = [s for s in samples if s.name.startswith("vllm:")]
     facts["vllm_lines"] = _fact("vllm_lines", len(vllm), [vllm[0].source] if vllm else [], "vllm: samples in the metrics")
     if not vllm:
+        _gpu_memory(facts, samples)
         return facts
     facts["server_up"] = _fact("server_up", True, [vllm[0].source], "the server answered /metrics")
-    usage = _of(vllm, KV_USAGE)
-    if usage:
-        top = max(usage, key=lambda s: s.value)
-        facts["kv_cache_usage_max"] = _fact("kv_cache_usage_max", top.value, [top.source])
-        facts["kv_cache_usage_mean"] = _fact("kv_cache_usage_mean", sum(s.value for s in usage) / len(usage),
-                                             [usage[0].source], f"mean of {len(usage)} samples")
-        saturated = [s for s in usage if s.value >= 0.95]
-        facts["saturated_intervals"] = _fact("saturated_intervals", len(saturated), [s.source for s in saturated])
-    for names, fact in ((RUNNING, "running_max"), (WAITING, "waiting_max"), (SWAPPED, "swapped_max")):
-        found = _of(vllm, names)
-        if found:
-            top = max(found, key=lambda s: s.value)
-            facts[fact] = _fact(fact, top.value, [top.source])
-    _preemptions(facts, _of(vllm, PREEMPTIONS))
+    scrapes = sorted({s.scrape for s in vllm})
+    facts["metrics_snapshots"] = _fact("metrics_snapshots", len(scrapes), [vllm[0].source], ordering)
+    window = window_seconds(vllm)
+    if window:
+        facts["metrics_window_seconds"] = _fact("metrics_window_seconds", window, [vllm[0].source, vllm[-1].source],
+                                                ordering)
+    _identity(facts, vllm)
+    _kv_usage(facts, vllm)
+    _queues(facts, vllm)
+    _preemptions(facts, vllm, window)
+    _prefix_cache(facts, vllm)
+    _histograms(facts, vllm)
+    _request_preemptions(facts, vllm)
     _cache_config(facts, _of(vllm, CACHE_CONFIG))
-    models = sorted({s.labels["model_name"] for s in vllm if s.labels.get("model_name")})
-    if len(models) == 1:
-        first = next(s for s in vllm if s.labels.get("model_name"))
-        facts["model"] = Fact("model", models[0], None, (first.source,))
+    _gpu_memory(facts, samples)
     return facts
 
 
-def _series(sample: MetricSample) -> tuple:
-    return tuple(sorted(sample.labels.items()))
+def _identity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+    models = sorted({s.labels["model_name"] for s in vllm if s.labels.get("model_name")})
+    if len(models) == 1:
+        first = next(s for s in vllm if s.labels.get("model_name"))
+        facts["model"] = Fact("model", models[0], None, (first.source,), "the model_name label")
+    v0 = next((s for s in vllm if s.name in V0_ONLY), None)
+    v1 = next((s for s in vllm if "engine" in s.labels or s.name == KV_USAGE[0]), None)
+    if v1 is not None:
+        facts["engine"] = Fact("engine", "v1", None, (v1.source,), "V1 metrics: an engine label or kv_cache_usage_perc")
+    elif v0 is not None:
+        facts["engine"] = Fact("engine", "v0", None, (v0.source,), f"{v0.name} exists only in the V0 engine")
 
 
-def _preemptions(facts: dict[str, Fact], counters: Sequence[MetricSample]) -> None:
-    if not counters:
+def _kv_usage(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+    levels = per_scrape(_of(vllm, KV_USAGE), "max")
+    if not levels:
         return
-    by_series: dict[tuple, list[MetricSample]] = {}
-    for s in counters:
-        by_series.setdefault(_series(s), []).append(s)
-    scrapes = {s.scrape for s in counters}
-    if len(scrapes) > 1:
-        delta = sum(max(0.0, max(v, key=lambda s: s.scrape).value - min(v, key=lambda s: s.scrape).value)
-                    for v in by_series.values())
-        ends = [max(v, key=lambda s: s.scrape) for v in by_series.values()]
-        facts["preemptions"] = _fact("preemptions", delta, [e.source for e in ends],
-                                     f"increase over {len(scrapes)} snapshots")
+    top = max(levels, key=lambda lv: lv[2])
+    facts["kv_cache_usage_max"] = _fact("kv_cache_usage_max", top[2], [top[3].source])
+    facts["kv_cache_usage_mean"] = _fact("kv_cache_usage_mean", sum(lv[2] for lv in levels) / len(levels),
+                                         [levels[0][3].source, levels[-1][3].source], f"mean of {len(levels)} scrapes")
+    saturated = [lv for lv in levels if lv[2] >= SATURATED]
+    facts["saturated_intervals"] = _fact("saturated_intervals", len(saturated), [lv[3].source for lv in saturated],
+                                         f"scrapes with KV cache usage >= {SATURATED:.0%}")
+    timed = time_at_or_above(levels, SATURATED)
+    if timed is not None:
+        above, observed = timed
+        evidence = [lv[3].source for lv in saturated] or [levels[0][3].source]
+        facts["saturated_seconds"] = _fact("saturated_seconds", above, evidence,
+                                           f"each scrape stands for the interval to the next; {observed:.0f} s observed")
+        facts["saturated_share"] = _fact("saturated_share", above / observed, evidence)
+    running = {scrape: value for scrape, _, value, _ in per_scrape(_of(vllm, RUNNING))}
+    busy = sorted(running[lv[0]] for lv in saturated if lv[0] in running)
+    if busy:
+        facts["running_at_saturation"] = _fact("running_at_saturation", busy[len(busy) // 2], [saturated[0][3].source],
+                                               f"median over {len(busy)} saturated scrapes")
+
+
+def _queues(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+    for names, fact in ((RUNNING, "running_max"), (WAITING, "waiting_max"), (SWAPPED, "swapped_max")):
+        levels = per_scrape(_of(vllm, names))
+        if levels:
+            top = max(levels, key=lambda lv: lv[2])
+            facts[fact] = _fact(fact, top[2], [top[3].source])
+    waiting = per_scrape(_of(vllm, WAITING))
+    if len(waiting) > 1:
+        first, last = waiting[0], waiting[-1]
+        facts["waiting_growth"] = _fact("waiting_growth", last[2] - first[2], [first[3].source, last[3].source],
+                                        f"{first[2]:.0f} -> {last[2]:.0f} requests waiting over {len(waiting)} scrapes")
+
+
+def _created(vllm: Sequence[MetricSample], counter: str) -> list[MetricSample]:
+    stem = counter[:-len("_total")] if counter.endswith("_total") else counter
+    return [s for s in vllm if s.name == f"{stem}_created"]
+
+
+def _preemptions(facts: dict[str, Fact], vllm: Sequence[MetricSample], window: float | None) -> None:
+    counters = _of(vllm, PREEMPTIONS)
+    grown = counter_increase(counters, _created(vllm, counters[0].name)) if counters else None
+    if grown is None:
+        return
+    if grown.scrapes > 1:
+        note = f"increase of {grown.first.name} over {grown.scrapes} snapshots"
+        if grown.resets:
+            note += f" (the server restarted {grown.resets} time(s): counted from zero after)"
+        evidence = [grown.first.source, grown.last.source]
     else:
-        total = sum(s.value for s in counters)
-        facts["preemptions"] = _fact("preemptions", total, [s.source for s in counters],
-                                     "vllm:num_preemptions_total since the server started")
+        note = f"{grown.last.name} since the server started (one snapshot)"
+        evidence = [s.source for s in counters]
+    facts["preemptions"] = _fact("preemptions", grown.value, evidence, note)
+    span = window_seconds(counters) or (window if grown.scrapes > 1 else None)
+    if grown.scrapes > 1 and span:
+        facts["preemption_rate_per_min"] = _fact("preemption_rate_per_min", grown.value / (span / 60.0), evidence,
+                                                 f"{grown.value:.0f} preemptions in {span:.0f} s of metrics")
+
+
+def _prefix_cache(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+    queries, hits = counter_increase(_of(vllm, PREFIX_QUERIES)), counter_increase(_of(vllm, PREFIX_HITS))
+    if queries is not None and hits is not None and queries.value > 0:
+        facts["prefix_cache_hit_rate"] = _fact("prefix_cache_hit_rate", hits.value / queries.value,
+                                               [hits.last.source, queries.last.source],
+                                               f"hits / queries ({hits.last.name}), in tokens or blocks as vLLM counts them")
+        return
+    gauge = per_scrape(_of(vllm, PREFIX_HIT_RATE), "max")
+    if gauge:
+        facts["prefix_cache_hit_rate"] = _fact("prefix_cache_hit_rate", gauge[-1][2], [gauge[-1][3].source],
+                                               "V0's gpu_prefix_cache_hit_rate at the last scrape")
+
+
+def _histograms(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+    for prefix, names, suffix in HISTOGRAMS:
+        base = _base(vllm, names)
+        observed = histogram_window(vllm, base) if base else None
+        if observed is None or observed.count <= 0:
+            continue
+        scope = "over the window" if len({s.scrape for s in vllm}) > 1 else "since the server started"
+        for label, q in QUANTILES:
+            value = histogram_quantile(q, observed.buckets)
+            if value is not None:
+                facts[f"{prefix}_{label}{suffix}"] = _fact(
+                    f"{prefix}_{label}{suffix}", value, [s.source for s in observed.evidence],
+                    f"{base} {label} of {observed.count:.0f} requests {scope} (interpolated in its bucket)")
+
+
+def _request_preemptions(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+    base = _base(vllm, REQUEST_PREEMPTIONS)
+    observed = histogram_window(vllm, base) if base else None
+    if observed is None or observed.count <= 0:
+        return
+    evidence = [s.source for s in observed.evidence]
+    facts["requests_finished"] = _fact("requests_finished", observed.count, evidence, f"{base}_count")
+    if not math.isnan(observed.total):
+        facts["preemptions_per_request_mean"] = _fact("preemptions_per_request_mean", observed.total / observed.count,
+                                                      evidence, f"{base}_sum / _count")
+    none = next(((b, c) for b, c in observed.buckets if b < 1), None)
+    if none is not None:
+        facts["requests_preempted_share"] = _fact("requests_preempted_share", 1 - none[1] / observed.count, evidence,
+                                                  f"finished requests outside the le=\"{none[0]:g}\" bucket of {base}")
+        return
+    once = next(((b, c) for b, c in observed.buckets if b == 1), None)
+    if once is not None:
+        facts["requests_preempted_share"] = _fact(
+            "requests_preempted_share", 1 - once[1] / observed.count, evidence,
+            f"at least this share: the first bucket of {base} (le=\"1\") holds requests preempted 0 or 1 times, "
+            "so only those preempted more than once are counted")
 
 
 def _cache_config(facts: dict[str, Fact], infos: Sequence[MetricSample]) -> None:
+    """vllm:cache_config_info: a constant 1 whose labels are the engine's CacheConfig."""
     if not infos:
         return
-    info = infos[-1]
+    info = max(infos, key=lambda s: s.scrape)
     labels: Mapping[str, str] = info.labels
-    try:
-        if labels.get("gpu_memory_utilization"):
-            facts["gpu_memory_utilization"] = _fact("gpu_memory_utilization", float(labels["gpu_memory_utilization"]),
-                                                    [info.source])
-        blocks, block_size = labels.get("num_gpu_blocks"), labels.get("block_size")
-        if blocks and block_size and blocks != "None":
-            facts["kv_cache_tokens"] = _fact("kv_cache_tokens", int(blocks) * int(block_size), [info.source],
-                                             f"num_gpu_blocks {blocks} x block_size {block_size}")
-        if labels.get("cache_dtype"):
-            facts["kv_cache_dtype"] = Fact("kv_cache_dtype", labels["cache_dtype"], None, (info.source,))
-    except ValueError:
-        return  # a label that is not a number is unknown, not zero
+    where = [info.source]
+
+    def number(key: str, kind: type):
+        raw = labels.get(key)
+        if raw in (None, "", "None"):
+            return None
+        try:
+            return kind(float(raw))
+        except ValueError:
+            return None             # a label that is not a number is unknown, not zero
+
+    util = number("gpu_memory_utilization", float)
+    if util is not None:
+        facts["gpu_memory_utilization"] = _fact("gpu_memory_utilization", util, where, "vllm:cache_config_info label")
+    blocks, block_size = number("num_gpu_blocks", int), number("block_size", int)
+    if block_size:
+        facts["block_size"] = _fact("block_size", block_size, where)
+    if blocks:
+        facts["gpu_blocks"] = _fact("gpu_blocks", blocks, where)
+    tokens = number("kv_cache_size_tokens", int)
+    if tokens:
+        facts["kv_cache_tokens"] = _fact("kv_cache_tokens", tokens, where, "kv_cache_size_tokens label")
+    elif blocks and block_size:
+        facts["kv_cache_tokens"] = _fact("kv_cache_tokens", blocks * block_size, where,
+                                         f"num_gpu_blocks {blocks} x block_size {block_size}")
+    concurrency = number("kv_cache_max_concurrency", float)
+    if concurrency:
+        facts["max_concurrency"] = _fact("max_concurrency", concurrency, where)
+    if labels.get("cache_dtype"):
+        facts["kv_cache_dtype"] = Fact("kv_cache_dtype", labels["cache_dtype"], None, tuple(where))
+    if labels.get("enable_prefix_caching") in ("True", "False"):
+        facts["enable_prefix_caching"] = Fact("enable_prefix_caching", labels["enable_prefix_caching"] == "True",
+                                              None, tuple(where))
+
+
+def _gpu_memory(facts: dict[str, Fact], samples: Sequence[MetricSample]) -> None:
+    """dcgm-exporter's framebuffer figures (MiB) against vLLM's reservation (utilization x total)."""
+    used = [s for s in samples if s.name == DCGM_USED]
+    if not used:
+        return
+    other = {(s.name, s.scrape, s.labels.get("gpu"), s.labels.get("UUID")): s.value
+             for s in samples if s.name in (DCGM_FREE, DCGM_RESERVED)}
+    util = facts.get("gpu_memory_utilization")
+    top_used = max(used, key=lambda s: s.value)
+    facts["gpu_memory_used_gib"] = _fact("gpu_memory_used_gib", top_used.value / MIB_PER_GIB, [top_used.source],
+                                         f"{DCGM_USED} (MiB), the fullest GPU and scrape")
+    worst: tuple[float, MetricSample, float] | None = None
+    for s in used:
+        key = (s.scrape, s.labels.get("gpu"), s.labels.get("UUID"))
+        free = other.get((DCGM_FREE, *key))
+        if free is None:
+            continue
+        total = (s.value + free + other.get((DCGM_RESERVED, *key), 0.0)) / MIB_PER_GIB
+        if "gpu_total_gib" not in facts:
+            facts["gpu_total_gib"] = _fact("gpu_total_gib", total, [s.source], "DCGM used + free (+ reserved)")
+        if util is not None:
+            beyond = s.value / MIB_PER_GIB - util.value * total
+            if worst is None or beyond > worst[0]:
+                worst = (beyond, s, total)
+    if worst is not None and util is not None:
+        beyond, sample, total = worst
+        budget = util.value * total
+        facts.setdefault("budget_gib", _fact("budget_gib", budget, [sample.source, *util.evidence],
+                                             "gpu_memory_utilization x total"))
+        facts["gpu_memory_beyond_budget_gib"] = _fact(
+            "gpu_memory_beyond_budget_gib", beyond, [sample.source, *util.evidence],
+            f"{sample.value / MIB_PER_GIB:.2f} GiB used on the GPU, vLLM reserves {util.value:g} x {total:.2f} = "
+            f"{budget:.2f} GiB")
+
+
+_PEAKS = ("kv_cache_usage_max", "preemptions", "waiting_max", "running_max", "saturated_intervals",
+          "preemption_rate_per_min", "swapped_max")
 
 
 def merge_facts(log: Mapping[str, Fact], metrics: Mapping[str, Fact]) -> dict[str, Fact]:
@@ -110,31 +308,8 @@ def merge_facts(log: Mapping[str, Fact], metrics: Mapping[str, Fact]) -> dict[st
         mine = merged.get(name)
         if mine is None:
             merged[name] = fact
-        elif name in ("kv_cache_usage_max", "preemptions", "waiting_max", "running_max", "saturated_intervals") \
-                and isinstance(fact.value, (int, float)) and fact.value > mine.value:
+        elif name in _PEAKS and isinstance(fact.value, (int, float)) and fact.value > mine.value:
             merged[name] = fact
         elif name == "vllm_lines":
             merged[name] = Fact(name, mine.value + fact.value, mine.unit, mine.evidence + fact.evidence)
     return merged
-
-
-def metric_timeline(samples: Sequence[MetricSample]) -> list[TimelinePoint]:
-    """One chart point per snapshot, oldest first: the fullest engine's KV usage, requests summed over
-    engines, and the preemptions counted since the previous snapshot (unknown for the first)."""
-    points: list[TimelinePoint] = []
-    previous: dict[tuple, float] = {}
-    for scrape in sorted({s.scrape for s in samples}):
-        here = [s for s in samples if s.scrape == scrape]
-        usage, running, waiting, counters = (_of(here, names) for names in (KV_USAGE, RUNNING, WAITING, PREEMPTIONS))
-        if not (usage or running or waiting or counters):
-            continue
-        preempted = None
-        if counters and previous:
-            preempted = int(sum(max(0.0, s.value - previous.get(_series(s), s.value)) for s in counters))
-        previous = {_series(s): s.value for s in counters} or previous
-        points.append(TimelinePoint(
-            time=None, kv_cache_usage=max(s.value for s in usage) if usage else None,
-            running=int(sum(s.value for s in running)) if running else None,
-            waiting=int(sum(s.value for s in waiting)) if waiting else None,
-            preemptions=preempted, source=(usage or running or waiting or counters)[0].source))
-    return points

@@ -41,7 +41,7 @@ class SourceRef:
     span: tuple[int, int] | None = None  # the matched part of `text`, for highlighting
 
     def where(self) -> str:
-        return f"{self.path}:{self.line}"
+        return self.path if self.line == 0 else f"{self.path}:{self.line}"   # 0: a Prometheus series
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +180,47 @@ class RankMemory:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsOrigin:
+    """Where the metrics came from, for the report's header: files, a live URL or a Prometheus range."""
+
+    kind: str                          # "files" | "url" | "prometheus"
+    name: str                          # the file(s), URL or Prometheus server, credentials removed
+    ordering: str | None = None        # how the snapshots were ordered and timed
+    selector: str | None = None        # the PromQL selector (prometheus)
+    start: str | None = None           # the window, RFC 3339 (prometheus)
+    end: str | None = None
+    step_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceView:
+    """One server (or one engine of it) in the fleet view: its verdict and the figures that matter."""
+
+    name: str                          # pod, Prometheus instance, or the input's name
+    model: str | None
+    engine: str | None                 # vLLM's `engine` label (data-parallel index)
+    verdict: str
+    confidence: str
+    rule: str | None
+    summary: str
+    figures: Mapping[str, Any]         # fact name -> value, the key figures only
+    stands_out: tuple[str, ...]        # why this one differs from the rest
+    evidence: tuple[SourceRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetView:
+    """Several servers or engines diagnosed one by one; the report's diagnosis is the worst one's."""
+
+    origin: MetricsOrigin
+    verdict: str                       # the overall verdict (the most severe instance's)
+    confidence: str
+    detail: str                        # the instance whose diagnosis the report shows in full
+    instances: tuple[InstanceView, ...]
+    log_joined: bool                   # whether the log(s) were joined with the metrics
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything a renderer needs, and nothing it would have to compute."""
 
@@ -196,3 +237,4 @@ class Report:
     ranks: tuple[RankMemory, ...] = ()         # per-process memory, when the log shows several
     redactions: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    fleet: FleetView | None = None             # several instances or engines, or a Prometheus query

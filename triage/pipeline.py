@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
 from . import __version__
 from .engine import diagnose
 from .facts import FACTS, extract_facts
+from .fleet import Unit, instance_views, split_units, unit_name, worst
 from .logparse import Attempt, LogParse, merge_events, split_attempts
-from .metricfacts import extract_metric_facts, merge_facts, metric_timeline
+from .metricfacts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, extract_metric_facts, merge_facts
 from .metricparse import MetricSample
-from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, InputSummary, LogEvent, RankMemory, Report,
-                    TimelinePoint)
+from .metricseries import per_scrape
+from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, FleetView, InputSummary, LogEvent, MetricsOrigin,
+                    RankMemory, Report, TimelinePoint)
 from .redact import Redactor
 from .ruleset import RuleSet
 from .signatures import SignatureSet
@@ -42,49 +45,96 @@ def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent]
     return diagnose(kit.rules, facts, full=full)
 
 
-def metrics_input(path: str, samples: Sequence[MetricSample], lines: int) -> InputSummary:
-    vllm = sum(1 for s in samples if s.name.startswith("vllm:"))
-    return InputSummary(path=path, kind="metrics", lines_read=lines, lines_recognised=vllm, vllm_lines=vllm)
-
-
 _SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "model_name", "load_start"})
 
 
-def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
-                 metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = ()) -> Report:
-    """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
-    the one on call is looking at. Metrics describe the server as it is now, so they join the last."""
-    sigs = kit.signatures
-    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor) for inp in inputs]
+@dataclass
+class _History:
+    """The log read once: the earlier attempts already diagnosed (to their verdict), and the last one."""
+
+    earlier: list[AttemptSummary]
+    settings: list[LogEvent]            # earlier attempts' settings, for what the last one did not print
+    last: Attempt
+
+
+def _read_attempts(parses: Sequence[LogParse], kit: Toolkit) -> _History:
     summaries: list[AttemptSummary] = []
-    verdicts: list[str] = []
-    settings: list[LogEvent] = []          # earlier attempts' settings, for what the last one did not print
+    settings: list[LogEvent] = []
     previous: Attempt | None = None
-    for attempt in split_attempts(merge_events(parses), sigs):
+    for attempt in split_attempts(merge_events(parses), kit.signatures):
         if previous is not None:
-            early = diagnose_attempt(previous, kit, settings, None, full=False)
-            summaries.append(_summary(previous, early))
-            verdicts.append(early.verdict)
+            summaries.append(_summary(previous, diagnose_attempt(previous, kit, settings, None, full=False)))
             settings.extend(e for e in previous.events if e.kind in _SETTINGS_KINDS)
         previous = attempt
     assert previous is not None            # split_attempts always yields one
+    return _History(summaries, settings, previous)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One diagnosis of the incident now: the log's last attempt joined with one unit's metrics, or either alone."""
+
+    attempt: Attempt
+    diagnosis: Diagnosis
+    unit: Unit | None
+    with_log: bool
+
+
+def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
+                 metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = (),
+                 origin: MetricsOrigin | None = None, metric_warnings: Sequence[str] = ()) -> Report:
+    """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
+    the one on call is looking at.
+
+    Metrics describe the server as it is now, so they join the last attempt. Each metrics unit
+    (instance, model, engine; see triage/fleet.py) is diagnosed joined with it, and the one whose
+    problem is the most certain leads (fleet.worst). A log is joined only when the metrics are of one
+    instance: with several it cannot say which one wrote it.
+    """
+    sigs = kit.signatures
+    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor) for inp in inputs]
+    history = _read_attempts(parses, kit)
     logs = [_log_summary(inp, parse, sigs) for inp, parse in zip(inputs, parses)]
     vllm_lines = sum(s.vllm_lines for s in logs) if logs else None
-    metric_facts = extract_metric_facts(metric_samples) if metric_samples or metric_inputs else None
-    last = diagnose_attempt(previous, kit, settings, vllm_lines, metric_facts)
-    summaries.append(_summary(previous, last))
-    verdicts.append(last.verdict)
+    metric_inputs = tuple(metric_inputs)
+    metric_samples = _redacted(metric_samples, redactor)
+    extra_warnings: list[str] = list(metric_warnings)
+    runs: list[_Run] = []
+    joined = False
+    if metric_samples or metric_inputs or origin is not None:
+        units, unit_warnings = split_units(metric_samples)
+        extra_warnings.extend(unit_warnings)
+        ordering = origin.ordering if origin else None
+        joined = not inputs or len({u.instance for u in units}) <= 1
+        if not joined:
+            extra_warnings.append(f"the log was diagnosed on its own: the metrics hold {len({u.instance for u in units})} "
+                                  "instances; select the one the log came from (--instance, --selector) to join them")
+            runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines), None, True))
+        own = history.last if joined else Attempt(index=1)
+        for unit in units or [None]:
+            facts = extract_metric_facts(unit.samples if unit else metric_samples, ordering)
+            runs.append(_Run(own, diagnose_attempt(own, kit, history.settings if joined else (),
+                                                   vllm_lines if joined else None, facts), unit, joined))
+    else:
+        runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines), None, True))
+    chosen = runs[worst([r.diagnosis for r in runs])]
+    last = chosen.diagnosis
+    summaries = (history.earlier if chosen.with_log else []) + [_summary(chosen.attempt, last)]
     unrecognised: list[CoverageGroup] = sorted((g for p in parses for g in p.unrecognised),
                                                key=lambda g: (-g.count, g.example.path, g.example.line))
     failure = last.facts.get("failure_message")
     failing = last.facts.get("failing_process")
+    points = timeline(chosen.attempt.events)
+    if not points:
+        points = metric_timeline(chosen.unit.samples if chosen.unit else metric_samples)
     return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=tuple(summaries),
-                  same_failure_attempts=verdicts.count(last.verdict), inputs=tuple(logs) + tuple(metric_inputs),
-                  unrecognised=tuple(unrecognised), command=command_line(last),
-                  timeline=timeline(previous.events) or downsample(metric_timeline(metric_samples)),
-                  failure_at=failure.evidence[0] if failure else None,
-                  ranks=rank_memory(previous.events, failing.value if failing else None),
-                  redactions=dict(redactor.counts), warnings=tuple(w for inp in inputs for w in inp.warnings))
+                  same_failure_attempts=sum(1 for a in summaries if a.verdict == last.verdict),
+                  inputs=tuple(logs) + metric_inputs, unrecognised=tuple(unrecognised), command=command_line(last),
+                  timeline=points, failure_at=failure.evidence[0] if failure else None,
+                  ranks=rank_memory(chosen.attempt.events, failing.value if failing else None),
+                  redactions=dict(redactor.counts),
+                  warnings=tuple(w for inp in inputs for w in inp.warnings) + tuple(extra_warnings),
+                  fleet=_fleet_view(runs, chosen, origin, metric_inputs, joined and bool(inputs)))
 
 
 def _summary(attempt: Attempt, diagnosis: Diagnosis) -> AttemptSummary:
@@ -102,6 +152,63 @@ def _log_summary(inp: LogInput, parse: LogParse, sigs: SignatureSet) -> InputSum
     return dataclasses.replace(summary, lines_read=max(inp.lines_read, summary.lines_read),
                                lines_recognised=summary.lines_recognised + bulk,
                                vllm_lines=summary.vllm_lines + bulk_vllm, warnings=tuple(inp.warnings))
+
+
+def _redacted(samples: Sequence[MetricSample], redactor: Redactor) -> list[MetricSample]:
+    """Metric evidence is captured text too: secrets in labels or URLs are masked before any fact sees it."""
+    out = []
+    for s in samples:
+        text, path = redactor.text(s.source.text), redactor.text(s.source.path)
+        if text != s.source.text or path != s.source.path:
+            s = dataclasses.replace(s, source=dataclasses.replace(s.source, text=text, path=path))
+        out.append(s)
+    return out
+
+
+def _fleet_view(runs: Sequence[_Run], chosen: _Run, origin: MetricsOrigin | None,
+                metric_inputs: Sequence[InputSummary], log_joined: bool) -> FleetView | None:
+    """The per-instance view, when there is more than one unit or the metrics came from Prometheus."""
+    units = [r for r in runs if r.unit is not None]
+    if not units or (len(units) == 1 and (origin is None or origin.kind != "prometheus")):
+        return None
+    origin = origin or MetricsOrigin("files", ", ".join(i.path for i in metric_inputs))
+    names = [unit_name(r.unit, [u.unit for u in units], origin.name) for r in units]  # type: ignore[arg-type]
+    views = instance_views(names, [r.unit for r in units], [r.diagnosis for r in units])  # type: ignore[misc]
+    detail = names[units.index(chosen)] if chosen in units else "the log"
+    overall = chosen.diagnosis
+    return FleetView(origin=origin, verdict=overall.verdict, confidence=overall.confidence, detail=detail,
+                     instances=views, log_joined=log_joined)
+
+
+def _clock(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    if seconds > 1e9:
+        return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"+{seconds:.0f}s"
+
+
+def metric_timeline(samples: Sequence[MetricSample]) -> tuple[TimelinePoint, ...]:
+    """Scrapes as chart points (only when there are several), like stats lines are for a log."""
+    def level(names: Sequence[str], combine: str = "sum") -> dict[int, tuple]:
+        chosen = next(([s for s in samples if s.name == n] for n in names if any(s.name == n for s in samples)), [])
+        return {scrape: (t, v, ref) for scrape, t, v, ref in per_scrape(chosen, combine)}
+    usage, running, waiting = level(KV_USAGE, "max"), level(RUNNING), level(WAITING)
+    preempted = level(PREEMPTIONS)
+    scrapes = sorted(set(usage) | set(running) | set(waiting))
+    if len(scrapes) < 2:
+        return ()
+    points = []
+    for i, scrape in enumerate(scrapes):
+        anchor = (usage.get(scrape) or running.get(scrape) or waiting.get(scrape))
+        before = preempted.get(scrapes[i - 1]) if i else None
+        now = preempted.get(scrape)
+        delta = int(now[1] - before[1]) if now and before and now[1] >= before[1] else None
+        points.append(TimelinePoint(
+            time=_clock(anchor[0]), kv_cache_usage=round(usage[scrape][1], 4) if scrape in usage else None,
+            running=int(running[scrape][1]) if scrape in running else None,
+            waiting=int(waiting[scrape][1]) if scrape in waiting else None, preemptions=delta, source=anchor[2].source))
+    return _downsample(tuple(points))
 
 
 def command_line(diagnosis: Diagnosis) -> str | None:
@@ -127,10 +234,10 @@ def timeline(events: Sequence[LogEvent]) -> tuple[TimelinePoint, ...]:
         f = e.fields
         points.append(TimelinePoint(time=e.timestamp, kv_cache_usage=f.get("kv_usage"), running=f.get("running"),
                                     waiting=f.get("waiting"), preemptions=f.get("preemptions"), source=e.source))
-    return downsample(points)
+    return _downsample(points)
 
 
-def downsample(points: Sequence[TimelinePoint]) -> tuple[TimelinePoint, ...]:
+def _downsample(points: Sequence[TimelinePoint]) -> tuple[TimelinePoint, ...]:
     """At most MAX_TIMELINE_POINTS: each bucket keeps its fullest KV point, so a saturation spike survives
     downsampling a day of stats."""
     if len(points) <= MAX_TIMELINE_POINTS:

@@ -22,7 +22,7 @@ OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")
 _NODE_KEYS = {"id", "parent", "order", "title", "when", "verdict", "confidence", "summary", "why", "fixes",
               "references", "evidence", "examples"}
 _CONDITION_KEYS = {"fact", "op", "value", "value_fact", "scale", "all", "any", "not"}
-_EXAMPLE_KEYS = {"fixture", "log", "expect"}
+_EXAMPLE_KEYS = {"fixture", "log", "metrics", "expect"}
 _CLASS_KEYS = {"verdict", "title", "ruled_out", "runbook"}
 _RULED_OUT_KEYS = {"when", "reason"}
 
@@ -50,8 +50,9 @@ class Condition:
 @dataclass(frozen=True, slots=True)
 class Example:
     expect: str                                   # "fires" | "quiet"
-    fixture: str | None
+    fixture: str | None                           # a log under fixtures/logs/
     log: str | None
+    metrics: tuple[str, ...] = ()                 # /metrics snapshots under fixtures/metrics/, oldest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,9 +229,15 @@ def _load_node(path: Path, fix_names: set[str]) -> Node:
         _check_keys(path, f"examples[{i}]", ex, _EXAMPLE_KEYS)
         if ex.get("expect") not in ("fires", "quiet"):
             raise RuleError(str(path), f"examples[{i}].expect", "must be \"fires\" or \"quiet\"")
-        if ("fixture" in ex) == ("log" in ex):
-            raise RuleError(str(path), f"examples[{i}]", "give exactly one of fixture or log")
-        examples.append(Example(ex["expect"], ex.get("fixture"), ex.get("log")))
+        if "fixture" in ex and "log" in ex:
+            raise RuleError(str(path), f"examples[{i}]", "give one of fixture or log, not both")
+        metrics = ex.get("metrics", [])
+        if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+            raise RuleError(str(path), f"examples[{i}].metrics", "must be a list of snapshot files",
+                            'e.g. metrics = ["v1-preempting-0.prom", "v1-preempting-1.prom"] (under fixtures/metrics/)')
+        if "fixture" not in ex and "log" not in ex and not metrics:
+            raise RuleError(str(path), f"examples[{i}]", "give a fixture, a log or metrics")
+        examples.append(Example(ex["expect"], ex.get("fixture"), ex.get("log"), tuple(metrics)))
     order = raw.get("order", 100)
     if not isinstance(order, int):
         raise RuleError(str(path), "order", "must be an integer")

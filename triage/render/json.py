@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..model import CoverageGroup, Fact, Finding, Fix, Report, RuledOut, SourceRef
+from ..model import CoverageGroup, Fact, Finding, Fix, FleetView, Report, RuledOut, SourceRef
 
 
 def _ref(ref: SourceRef) -> dict[str, Any]:
@@ -43,6 +43,25 @@ def _group(g: CoverageGroup) -> dict[str, Any]:
     return {"level": g.level, "count": g.count, "template": g.template, "example": _ref(g.example)}
 
 
+def _fleet(fleet: FleetView | None) -> dict[str, Any] | None:
+    if fleet is None:
+        return None
+    o = fleet.origin
+    counts: dict[str, int] = {}
+    for inst in fleet.instances:
+        counts[inst.verdict] = counts.get(inst.verdict, 0) + 1
+    return {
+        "source": {"kind": o.kind, "name": o.name, "selector": o.selector, "start": o.start, "end": o.end,
+                   "step_seconds": o.step_seconds, "ordering": o.ordering},
+        "verdict": fleet.verdict, "confidence": fleet.confidence, "detail": fleet.detail,
+        "log_joined": fleet.log_joined, "counts": dict(sorted(counts.items())),
+        "instances": [{"name": i.name, "model": i.model, "engine": i.engine, "verdict": i.verdict,
+                       "confidence": i.confidence, "rule": i.rule, "summary": i.summary, "figures": dict(i.figures),
+                       "stands_out": list(i.stands_out), "evidence": [_ref(r) for r in i.evidence]}
+                      for i in fleet.instances],
+    }
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     d = report.diagnosis
     lead = d.findings[0] if d.findings else None
@@ -74,6 +93,7 @@ def report_dict(report: Report) -> dict[str, Any]:
                    "this_process_gib": r.this_process_gib, "failed": r.failed} for r in report.ranks],
         "redactions": dict(sorted(report.redactions.items())),
         "warnings": list(report.warnings),
+        "fleet": _fleet(report.fleet),
     }
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ..model import Report, SourceRef
+from ..fleet import KEY_FIGURES
+from ..model import FleetView, Report, SourceRef
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
@@ -38,10 +39,56 @@ def _line(ref: SourceRef, style: _Style) -> str:
     return f"  {style(ref.where(), 'cyan')}  {text}"
 
 
+def _figures(figures: dict[str, Any]) -> str:
+    """The key figures of one instance, in the words an operator uses."""
+    f = figures
+    parts = []
+    if "kv_cache_usage_max" in f:
+        full = f" (>= 95 % for {f['saturated_share']:.0%})" if f.get("saturated_share") else ""
+        parts.append(f"KV max {f['kv_cache_usage_max']:.0%}{full}")
+    if "preemptions" in f:
+        rate = f" ({f['preemption_rate_per_min']:.1f}/min)" if "preemption_rate_per_min" in f else ""
+        parts.append(f"preemptions {f['preemptions']}{rate}")
+    if "requests_preempted_share" in f:
+        parts.append(f"{f['requests_preempted_share']:.0%} of requests preempted")
+    if "waiting_max" in f:
+        growth = f" ({f['waiting_growth']:+d})" if "waiting_growth" in f else ""
+        parts.append(f"waiting max {f['waiting_max']}{growth}")
+    if "ttft_p95_seconds" in f:
+        parts.append(f"TTFT p95 {f['ttft_p95_seconds']:.2f} s")
+    if "gpu_memory_used_gib" in f:
+        beyond = f.get("gpu_memory_beyond_budget_gib")
+        extra = f", {beyond:+.2f} GiB vs reservation" if beyond is not None else ""
+        parts.append(f"GPU {f['gpu_memory_used_gib']:.1f} GiB used{extra}")
+    return "  ".join(parts) or "no key figures in the metrics"
+
+
+def _fleet(fleet: FleetView, s: "_Style") -> list[str]:
+    o = fleet.origin
+    where = o.name + (f" {o.selector}" if o.selector else "")
+    window = f", {o.start} to {o.end}" if o.start and o.end and o.start != o.end else (f", at {o.end}" if o.end else "")
+    step = f" (step {o.step_seconds:g} s)" if o.step_seconds else ""
+    out = [s(f"FLEET  {len(fleet.instances)} instance(s) from {where}{window}{step}", "bold")]
+    width = max(len(i.name) for i in fleet.instances)
+    vwidth = max(len(i.verdict) for i in fleet.instances)
+    for inst in fleet.instances:
+        colour = _VERDICT_COLOUR.get(inst.verdict, "red")
+        out.append(f"  {inst.name.ljust(width)}  {s(inst.verdict.ljust(vwidth), colour)}  {_figures(dict(inst.figures))}")
+        for reason in inst.stands_out:
+            out.append(s(f"  {' ' * width}  ^ stands out: {reason}", "yellow"))
+    counts: dict[str, int] = {}
+    for inst in fleet.instances:
+        counts[inst.verdict] = counts.get(inst.verdict, 0) + 1
+    tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    out.append(f"Overall: {s(fleet.verdict.upper().replace('_', ' '), 'bold')} ({tally}). In detail: {fleet.detail}")
+    out.append("")
+    return out
+
+
 def render_text(report: Report, color: bool = False, **_: Any) -> str:
     s = _Style(color)
     d = report.diagnosis
-    out: list[str] = []
+    out: list[str] = _fleet(report.fleet, s) if report.fleet else []
     lead = d.findings[0] if d.findings else None
     title = d.verdict.upper().replace("_", " ")
     out.append(s(f"{title}", "bold", _VERDICT_COLOUR.get(d.verdict, "red")) + s(f"  ({d.confidence} confidence)", "dim"))
@@ -85,6 +132,13 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     if len(report.attempts) > 1:
         out.append(f"Attempts: {len(report.attempts)} startups in this log; this is the last. "
                    f"{report.same_failure_attempts} of {len(report.attempts)} ended as {d.verdict}.")
+    if report.fleet is None and any(i.kind == "metrics" for i in report.inputs):
+        figures = {n: d.facts[n].value for n in KEY_FIGURES if n in d.facts}
+        window = d.facts.get("metrics_window_seconds")
+        scrapes = d.facts.get("metrics_snapshots")
+        span = f" over {window.value:.0f} s" if window else ""
+        count = f"{scrapes.value} scrape(s){span}: " if scrapes else ""
+        out.append(s(f"Metrics, {count}{_figures(figures)}.", "dim"))
     for inp in report.inputs:
         out.append(s(f"Read {inp.path}: {inp.lines_read:,} lines, {inp.lines_recognised:,} recognised, "
                      f"{inp.vllm_lines:,} from vLLM.", "dim"))

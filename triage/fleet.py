@@ -1,0 +1,142 @@
+"""Many servers, or many engines of one server, from one set of metric samples.
+
+Samples are split into units: one per instance (the `pod` label, else Prometheus' `instance`, else
+the input itself), model (`model_name`) and data-parallel engine (`engine`). Each unit is diagnosed
+on its own; nothing is summed across engines or pods. The overall verdict is the unit whose problem is
+the most certain (high confidence first; among equals, failures before preemption), else inconclusive,
+else healthy; the report shows that unit in full. A sample without a label (cache_config_info has no model_name, V0 has no
+engine, dcgm-exporter has neither) belongs to every unit of its instance it does not contradict.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .metricparse import MetricSample
+from .model import Diagnosis, InstanceView, SourceRef
+
+INSTANCE_LABELS = ("pod", "instance")
+GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's own pod label is renamed on scrape
+SEVERITY = ("weights_dont_fit", "kv_cache_too_small", "external_pressure", "other_failure", "preemption_slowdown",
+            "inconclusive", "healthy")
+CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
+KEY_FIGURES = ("kv_cache_usage_max", "saturated_share", "preemptions", "preemption_rate_per_min",
+               "requests_preempted_share", "waiting_max", "waiting_growth", "ttft_p95_seconds",
+               "e2e_latency_p95_seconds", "gpu_memory_used_gib", "gpu_memory_beyond_budget_gib")
+BEYOND_BUDGET_NOTABLE_GIB = 1.0
+SATURATED_NOTABLE_SHARE = 0.5
+SLOW_FACTOR = 3.0
+
+
+@dataclass(frozen=True)
+class Unit:
+    """The samples of one engine of one model on one instance."""
+
+    instance: str                  # "" when the samples carry no instance label: the input itself
+    model: str | None
+    engine: str | None
+    samples: tuple[MetricSample, ...]
+
+
+def _instance_of(sample: MetricSample) -> str:
+    labels = GPU_INSTANCE_LABELS if not sample.name.startswith("vllm:") else INSTANCE_LABELS
+    return next((sample.labels[k] for k in labels if sample.labels.get(k)), "")
+
+
+def split_units(samples: Sequence[MetricSample]) -> tuple[list[Unit], list[str]]:
+    """Units in a stable order, and warnings about samples that belong to none."""
+    vllm = [s for s in samples if s.name.startswith("vllm:")]
+    named = [s for s in vllm if s.labels.get("model_name")] or vllm
+    keys = sorted({(_instance_of(s), s.labels.get("model_name"), s.labels.get("engine")) for s in named},
+                  key=lambda k: (k[0], k[1] or "", k[2] or ""))
+    instances = sorted({k[0] for k in keys})
+    members: dict[tuple, list[MetricSample]] = {k: [] for k in keys}
+    unmatched: set[str] = set()
+    for s in samples:
+        where = _instance_of(s)
+        if where not in instances and not s.name.startswith("vllm:") and len(instances) == 1:
+            where = instances[0]       # one server: its GPU's exporter needs no pod label to match
+        matched = [k for k in keys if k[0] == where
+                   and (not s.labels.get("model_name") or s.labels["model_name"] == k[1])
+                   and (not s.labels.get("engine") or s.labels["engine"] == k[2])]
+        for k in matched:
+            members[k].append(s)
+        if not matched and keys:
+            unmatched.add(f"{s.name}{{{where}}}" if where else s.name)
+    warnings = []
+    if unmatched:
+        shown = ", ".join(sorted(unmatched)[:3])
+        warnings.append(f"{len(unmatched)} metric series matched no vLLM instance (e.g. {shown}); dcgm-exporter "
+                        "series need a pod or exported_pod label naming the vLLM pod")
+    return [Unit(k[0], k[1], k[2], tuple(members[k])) for k in keys], warnings
+
+
+def unit_name(unit: Unit, units: Sequence[Unit], fallback: str) -> str:
+    """The instance, plus the model and engine only where they tell units apart; `fallback` (the
+    input's name) when nothing does."""
+    parts = [unit.instance] if unit.instance else []
+    same_instance = [u for u in units if u.instance == unit.instance]
+    if len({u.model for u in same_instance}) > 1 and unit.model:
+        parts.append(unit.model)
+    if len({u.engine for u in same_instance}) > 1 and unit.engine is not None:
+        parts.append(f"engine={unit.engine}")
+    return " ".join(parts) or fallback
+
+
+def severity(diagnosis: Diagnosis) -> tuple[int, int, int]:
+    """Problems first, the most certain of them first, then the more severe; then inconclusive, healthy."""
+    group = {"inconclusive": 1, "healthy": 2}.get(diagnosis.verdict, 0)
+    return group, CONFIDENCE_RANK.get(diagnosis.confidence, 3), SEVERITY.index(diagnosis.verdict)
+
+
+def worst(diagnoses: Sequence[Diagnosis]) -> int:
+    """Index of the diagnosis that decides the overall verdict."""
+    return min(range(len(diagnoses)), key=lambda i: (severity(diagnoses[i]), i))
+
+
+def _figures(diagnosis: Diagnosis) -> dict[str, object]:
+    return {name: diagnosis.facts[name].value for name in KEY_FIGURES if name in diagnosis.facts}
+
+
+def _median(values: Sequence[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
+
+
+def _stands_out(figures: Mapping[str, object], everyone: Sequence[Mapping[str, object]], diagnosis: Diagnosis) -> list[str]:
+    reasons = []
+    preempted = figures.get("preemptions")
+    others_preempting = [f.get("preemptions") for f in everyone if f is not figures]
+    if isinstance(preempted, (int, float)) and preempted > 0 and (
+            diagnosis.verdict == "preemption_slowdown" or not any(others_preempting)):
+        rate = figures.get("preemption_rate_per_min")
+        reasons.append(f"preempting: {preempted} preemptions" + (f" ({rate:.1f}/min)" if isinstance(rate, float) else ""))
+    beyond = figures.get("gpu_memory_beyond_budget_gib")
+    if isinstance(beyond, float) and beyond >= BEYOND_BUDGET_NOTABLE_GIB:
+        budget = diagnosis.facts.get("budget_gib")
+        reasons.append(f"its GPU holds {beyond:.2f} GiB beyond vLLM's reservation"
+                       + (f" of {budget.value:.2f} GiB" if budget else ""))
+    share = figures.get("saturated_share")
+    if isinstance(share, float) and share >= SATURATED_NOTABLE_SHARE:
+        reasons.append(f"KV cache >= 95 % full for {share:.0%} of the window")
+    ttft = figures.get("ttft_p95_seconds")
+    peers = [f["ttft_p95_seconds"] for f in everyone if isinstance(f.get("ttft_p95_seconds"), float)]
+    typical = _median(peers) if len(peers) >= 3 else None
+    if isinstance(ttft, float) and typical and ttft >= SLOW_FACTOR * typical:
+        reasons.append(f"time to first token p95 {ttft:.2f} s, {ttft / typical:.0f}x the fleet's median")
+    if not reasons and diagnosis.verdict not in ("healthy", "inconclusive") and diagnosis.findings:
+        reasons.append(diagnosis.findings[0].title)
+    return reasons
+
+
+def instance_views(names: Sequence[str], units: Sequence[Unit], diagnoses: Sequence[Diagnosis]) -> tuple[InstanceView, ...]:
+    figures = [_figures(d) for d in diagnoses]
+    views = []
+    for name, unit, diagnosis, figs in zip(names, units, diagnoses, figures):
+        lead = diagnosis.findings[0] if diagnosis.findings else None
+        evidence: tuple[SourceRef, ...] = lead.evidence[:4] if lead else ()
+        views.append(InstanceView(name=name, model=unit.model, engine=unit.engine, verdict=diagnosis.verdict,
+                                  confidence=diagnosis.confidence, rule=lead.rule_id if lead else None,
+                                  summary=lead.summary if lead else "", figures=figs,
+                                  stands_out=tuple(_stands_out(figs, figures, diagnosis)), evidence=evidence))
+    return tuple(views)

@@ -1,0 +1,110 @@
+"""The network edge: one HTTP GET with timeouts, TLS settings and headers, and every way it can
+fail turned into one line that names the URL and says what to try. Used by the live scrape
+(triage/scrape.py) and the Prometheus client (triage/promapi.py); nothing past them sees the network.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Mapping
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import regex
+import requests
+
+from . import __version__
+from .errors import InputError
+
+_SECRET_PARAM = regex.compile(r"(?i)token|key|secret|passw|auth|sig")
+_HEADER = regex.compile(r"^\s*(?P<name>[!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*:\s*(?P<value>.*?)\s*$")
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """How to reach an endpoint. Header values are secrets: they never appear in a message."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    verify: bool | str = True            # True, False (--insecure) or a CA bundle path (--ca-cert)
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """`--header 'Name: value'` -> (name, value); anything else is a usage error."""
+    m = _HEADER.match(text)
+    if not m or not m["value"]:
+        raise InputError("--header", f"{text.split(':', 1)[0]!r} is not 'Name: value'",
+                         "e.g. --header 'Authorization: Bearer TOKEN'")
+    return m["name"], m["value"]
+
+
+def display_url(url: str) -> str:
+    """The URL as reports and errors show it: no user:password, secret-looking query values masked."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in parse_qsl(parts.query, True)],
+                      safe="{}=~\":/,*")
+    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(display_url(url), "is not an http:// or https:// URL",
+                         "e.g. http://localhost:8000/metrics")
+
+
+def get(url: str, options: HttpOptions, what: str, params: Mapping[str, str] | None = None,
+        session: requests.Session | None = None) -> requests.Response:
+    """GET `url`; a refused connection, a timeout, TLS trouble or an HTTP error is an InputError.
+
+    `what` names what the URL should be ("a vLLM /metrics endpoint", "a Prometheus server") for hints.
+    """
+    _check_url(url)
+    shown = display_url(url)
+    headers = {"User-Agent": f"vtriage/{__version__}", **options.headers}
+    try:
+        with warnings.catch_warnings():   # --insecure was asked for: no InsecureRequestWarning on every call
+            if options.verify is False:
+                warnings.simplefilter("ignore")
+            response = (session or requests).get(url, params=params, headers=headers, verify=options.verify,
+                                                 timeout=(options.connect_timeout, options.read_timeout))
+    except requests.exceptions.SSLError:
+        raise InputError(shown, "TLS certificate verification failed",
+                         "pass the server's CA with --ca-cert FILE, or --insecure to skip verification") from None
+    except requests.exceptions.ConnectTimeout:
+        raise InputError(shown, f"no connection within {options.connect_timeout:g} s",
+                         "check the host and port, and any firewall; raise --connect-timeout on a slow network") from None
+    except requests.exceptions.ReadTimeout:
+        raise InputError(shown, f"connected, but no answer within {options.read_timeout:g} s",
+                         "the server may be overloaded; raise --read-timeout") from None
+    except requests.exceptions.TooManyRedirects:
+        raise InputError(shown, "redirects in a loop", f"give the final URL of {what}") from None
+    except requests.exceptions.ConnectionError as exc:
+        text = str(exc)
+        if "Name or service not known" in text or "getaddrinfo" in text or "nodename nor servname" in text:
+            raise InputError(shown, "cannot resolve the host name", "check the spelling, or use an IP address") from None
+        raise InputError(shown, "connection refused or reset",
+                         f"is {what} listening there? for a pod: kubectl port-forward pod/NAME PORT:PORT") from None
+    except requests.exceptions.RequestException as exc:
+        raise InputError(shown, f"request failed: {type(exc).__name__}", f"check the URL of {what}") from None
+    if response.status_code in (401, 403):
+        raise InputError(shown, f"HTTP {response.status_code} {response.reason or ''}".rstrip(),
+                         "it needs credentials: --header 'Authorization: Bearer TOKEN'"
+                         + (" (or set VLLM_API_KEY)" if "vLLM" in what else ""))
+    if response.status_code == 404:
+        raise InputError(shown, "HTTP 404 Not Found", f"check the path: {what}")
+    if response.status_code >= 400 and not _is_api_error(response):
+        raise InputError(shown, f"HTTP {response.status_code} {response.reason or ''}".rstrip(),
+                         f"check that the URL is {what} and that it is healthy")
+    return response
+
+
+def _is_api_error(response: requests.Response) -> bool:
+    """Prometheus answers a bad query with 400/422 and a JSON body saying why; the caller reads it."""
+    return response.status_code in (400, 422, 503) and "json" in response.headers.get("Content-Type", "")

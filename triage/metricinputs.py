@@ -1,0 +1,74 @@
+"""The metrics input edge: saved files, a live URL or a Prometheus server -> ordered, timed samples,
+one summary per input, and where they came from. Everything after this is the same pure pipeline.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from . import promapi, scrape
+from .httpget import HttpOptions, display_url
+from .metricparse import MetricSample, Snapshot, order_snapshots, parse_exposition
+from .model import InputSummary, MetricsOrigin
+from .sources import read_small_text
+
+
+@dataclass(frozen=True)
+class MetricsRead:
+    samples: list[MetricSample]
+    inputs: tuple[InputSummary, ...]
+    origin: MetricsOrigin | None
+    warnings: tuple[str, ...] = ()
+
+
+def _summary(path: str, samples: Sequence[MetricSample], lines: int) -> InputSummary:
+    vllm = sum(1 for s in samples if s.name.startswith("vllm:"))
+    return InputSummary(path=path, kind="metrics", lines_read=lines, lines_recognised=vllm, vllm_lines=vllm)
+
+
+def read_files(paths: Sequence[str], interval: float | None) -> MetricsRead:
+    """Saved snapshots (`curl .../metrics > m.prom`), one server, oldest first unless they say otherwise."""
+    snapshots = []
+    for path in paths:
+        text = read_small_text(path)
+        lines = text.count("\n")
+        name = "<stdin>" if path == "-" else path
+        snapshots.append(Snapshot(name, tuple(parse_exposition(text, name)), lines,
+                                  clock=None if path == "-" else os.stat(path).st_mtime, clock_is_mtime=True))
+    samples, how = order_snapshots(snapshots, interval)
+    inputs = tuple(_summary(s.name, s.samples, s.lines) for s in snapshots)
+    return MetricsRead(samples, inputs, MetricsOrigin("files", ", ".join(paths), ordering=how))
+
+
+def read_urls(urls: Sequence[str], count: int, interval: float, options: HttpOptions,
+              progress: scrape.Progress | None = None) -> MetricsRead:
+    snapshots = scrape.scrape(urls, count, interval, options, progress)
+    samples, how = order_snapshots(snapshots, interval)
+    inputs = []
+    for url in urls:
+        shown = display_url(url)
+        mine = [s for s in samples if s.source.path.startswith(f"{shown} #")]
+        ends: dict[int, int] = {}
+        for s in mine:
+            ends[s.scrape] = max(ends.get(s.scrape, 0), s.source.line)
+        lines = sum(ends.values())
+        inputs.append(_summary(f"{shown} ({count} scrape(s) {interval:g} s apart)", mine, lines))
+    return MetricsRead(samples, tuple(inputs), MetricsOrigin("url", ", ".join(display_url(u) for u in urls),
+                                                             ordering=how))
+
+
+def read_prometheus(base_url: str, selector: str | None, job: str | None, instance: str | None,
+                    since: str | None, until: str | None, at: str | None, step: str | None,
+                    options: HttpOptions) -> MetricsRead:
+    window = promapi.query_window(since, until, at, step, time.time())
+    matchers = promapi.build_matchers(selector, job, instance)
+    samples, warnings = promapi.fetch(base_url, matchers, window, options)
+    shown = display_url(base_url)
+    steps = len({s.scrape for s in samples})
+    origin = MetricsOrigin("prometheus", shown, ordering=f"{steps} query step(s) of {window.step:g} s",
+                           selector="{" + matchers + "}", start=promapi.iso(window.start),
+                           end=promapi.iso(window.end), step_seconds=window.step if window.end > window.start else None)
+    summary = _summary(f"prometheus {shown} {{{matchers}}}", samples, len(samples))
+    return MetricsRead(samples, (summary,), origin, tuple(warnings))

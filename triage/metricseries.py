@@ -1,0 +1,160 @@
+"""Arithmetic on metric samples over several scrapes: counter increases, gauge levels over time,
+histogram quantiles. The same code serves saved snapshots, live scrapes and Prometheus ranges, so
+a figure means the same thing whichever way the samples came.
+
+Semantics follow Prometheus: a counter that goes down was reset (the server restarted) and counts
+from zero again; a histogram quantile interpolates linearly inside its bucket (histogram_quantile).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from .metricparse import MetricSample
+
+
+def labels_key(labels: Mapping[str, str], drop: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:
+    skip = set(drop)
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in skip))
+
+
+def by_series(samples: Iterable[MetricSample], drop: Iterable[str] = ()) -> dict[tuple, list[MetricSample]]:
+    """Samples grouped by name and labels, each series in scrape order."""
+    out: dict[tuple, list[MetricSample]] = {}
+    for s in samples:
+        out.setdefault((s.name, labels_key(s.labels, drop)), []).append(s)
+    for points in out.values():
+        points.sort(key=lambda s: (s.scrape, s.time or 0.0))
+    return out
+
+
+@dataclass(frozen=True)
+class Increase:
+    """How much a counter (or the sum of several series) grew over the scrapes."""
+
+    value: float
+    resets: int                  # times a series went down or its _created stamp changed: a restart
+    first: MetricSample
+    last: MetricSample
+    scrapes: int                 # distinct scrapes the series were seen in
+
+
+def counter_increase(samples: Sequence[MetricSample], created: Sequence[MetricSample] = ()) -> Increase | None:
+    """Increase over the scrapes, summed over series; one scrape gives the count since the start."""
+    if not samples:
+        return None
+    starts = {(s.scrape, labels_key(s.labels)): s.value for s in created}
+    total, resets = 0.0, 0
+    series = by_series(samples)
+    scrapes = {s.scrape for s in samples}
+    for points in series.values():
+        if len(scrapes) == 1:
+            total += points[-1].value
+            continue
+        for before, after in zip(points, points[1:]):
+            restarted = starts.get((after.scrape, labels_key(after.labels))) != starts.get(
+                (before.scrape, labels_key(before.labels)))
+            if after.value < before.value or restarted:
+                resets += 1
+                total += after.value
+            else:
+                total += after.value - before.value
+    ends = [p[-1] for p in series.values()]
+    starts_ = [p[0] for p in series.values()]
+    return Increase(total, resets, min(starts_, key=lambda s: s.scrape), max(ends, key=lambda s: s.scrape),
+                    len(scrapes))
+
+
+def per_scrape(samples: Sequence[MetricSample], combine: str = "sum") -> list[tuple[int, float | None, float, MetricSample]]:
+    """One value per scrape over all series (`sum` for request counts, `max` for a usage):
+    (scrape, time, value, the sample that stands for it)."""
+    grouped: dict[int, list[MetricSample]] = {}
+    for s in samples:
+        grouped.setdefault(s.scrape, []).append(s)
+    out = []
+    for scrape in sorted(grouped):
+        points = grouped[scrape]
+        top = max(points, key=lambda s: s.value)
+        value = sum(s.value for s in points) if combine == "sum" else top.value
+        out.append((scrape, top.time, value, top))
+    return out
+
+
+def time_at_or_above(levels: Sequence[tuple[int, float | None, float, MetricSample]],
+                     threshold: float) -> tuple[float, float] | None:
+    """Seconds a level spent at or above `threshold`, and the seconds observed, from its scrapes.
+
+    Each scrape stands for the interval up to the next one (the last for a typical interval), as
+    Prometheus' step semantics do; None when the scrapes have no times."""
+    timed = [(t, v) for _, t, v, _ in levels if t is not None]
+    if len(timed) < 2 or len(timed) != len(levels):
+        return None
+    gaps = [b[0] - a[0] for a, b in zip(timed, timed[1:])]
+    typical = sorted(gaps)[len(gaps) // 2]
+    spans = gaps + [typical]
+    above = sum(span for span, (_, v) in zip(spans, timed) if v >= threshold)
+    return above, sum(spans)
+
+
+def window_seconds(samples: Iterable[MetricSample]) -> float | None:
+    times = [s.time for s in samples if s.time is not None]
+    if len(times) < 2:
+        return None
+    span = max(times) - min(times)
+    return span if span > 0 else None
+
+
+@dataclass(frozen=True)
+class HistogramWindow:
+    """A histogram's observations within the window: cumulative buckets, count and sum."""
+
+    buckets: tuple[tuple[float, float], ...]     # (upper bound, cumulative count), ascending, +Inf last
+    count: float
+    total: float
+    evidence: tuple[MetricSample, ...]
+
+
+def histogram_window(samples: Sequence[MetricSample], base: str) -> HistogramWindow | None:
+    """Observations of histogram `base` over the scrapes (increase of each bucket), summed over series."""
+    buckets: dict[float, float] = {}
+    evidence: list[MetricSample] = []
+    for (name, labels), points in by_series((s for s in samples if s.name == f"{base}_bucket"), drop=()).items():
+        le = dict(labels).get("le")
+        try:
+            bound = math.inf if le in ("+Inf", "Inf", "inf") else float(le or "nan")
+        except ValueError:
+            continue
+        if math.isnan(bound):
+            continue
+        grown = counter_increase(points)
+        if grown is not None:
+            buckets[bound] = buckets.get(bound, 0.0) + grown.value
+            evidence.append(grown.last)
+    count = counter_increase([s for s in samples if s.name == f"{base}_count"])
+    total = counter_increase([s for s in samples if s.name == f"{base}_sum"])
+    if not buckets or math.inf not in buckets:
+        return None
+    ordered = tuple(sorted(buckets.items()))
+    return HistogramWindow(ordered, count.value if count else ordered[-1][1], total.value if total else math.nan,
+                           tuple(evidence[-1:]) + ((count.last,) if count else ()))
+
+
+def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """PromQL's histogram_quantile on cumulative buckets; None without observations."""
+    if not buckets or buckets[-1][0] != math.inf:
+        return None
+    total = buckets[-1][1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == math.inf:
+                return lower_bound          # above the highest finite bucket: its bound is all we know
+            if count == lower_count:
+                return bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
+        lower_bound, lower_count = bound, count
+    return None
