@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 import regex
 
-from .model import Fact, Fix
+from ..model import Fact, Fix
 
 DOCS_MEMORY = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 DOCS_PREEMPTION = "https://docs.vllm.ai/en/latest/configuration/optimization/#preemption"
