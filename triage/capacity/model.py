@@ -69,6 +69,7 @@ class Settings:
     dtype: str = "auto"
     quantization: str | None = None
     enforce_eager: bool = False
+    cpu_offload_gb: float = 0.0
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -249,6 +250,10 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
         per_token = Figure(spec.kv_bytes_per_token(settings.tensor_parallel_size, settings.pipeline_parallel_size,
                                                    kv_value_bytes(settings.kv_cache_dtype, settings.dtype)),
                            CONFIG, "layers x KV heads per GPU x head dim x 2 x bytes")
+    estimate = facts["estimated_max_model_len"].value if "estimated_max_model_len" in facts else None
+    if kv is not None and per_token is not None and estimate and 0 < estimate * per_token.value / GIB - kv.value <= 0.005:
+        kv = Figure(estimate * per_token.value / GIB, DERIVED,        # the print rounds to 0.01 GiB; the estimate does not
+                    "vLLM's estimate of the longest length x KV bytes per token (the logged figure is rounded)")
     if kv is None and tokens is not None and per_token is not None:
         kv = Figure(tokens.value * per_token.value / GIB, DERIVED, "KV tokens x KV bytes per token")
     activation, non_torch = _fig(facts, "activation_gib"), _fig(facts, "non_torch_gib")

@@ -53,8 +53,14 @@ class Prediction:
             parts.append(f"{self.kv_tokens:,} tokens")
         if self.max_concurrency is not None and self.settings.max_model_len:
             parts.append(f"{self.max_concurrency:.2f}x at {self.settings.max_model_len:,}")
+        reasons = [u for u in self.unknown if not u.startswith("the log prints neither")]
+        if not parts and reasons:
+            return "unknown: " + reasons[0]
         if self.weights_gib is not None and not parts:
             parts.append(f"weights {self.weights_gib:.2f} GiB per GPU")
+            if self.budget_gib is not None:
+                parts.append(f"{self.budget_gib - self.weights_gib:.2f} GiB of the {self.budget_gib:.2f} GiB budget "
+                             "left for activations and the KV cache")
         return ", ".join(parts) if parts else "unknown: " + "; ".join(self.unknown)
 
     def as_dict(self) -> dict[str, Any]:
@@ -80,7 +86,7 @@ def predict(g: Geometry, s: Settings | None = None) -> Prediction:
     weights0 = g.weights_gib.value if g.weights_gib else None
     weights, w_ratio = _weights(g, s, assumptions, unknown)
     per_token = _bytes_per_token(g, s, assumptions)
-    changed = (util != util0, w_ratio != 1.0, s.enforce_eager != s0.enforce_eager)
+    changed = (util != util0, w_ratio != 1.0, g.graph_in_budget and s.enforce_eager != s0.enforce_eager)
     kv = None
     if g.kv_gib is not None:
         kv = g.kv_gib.value
@@ -101,12 +107,16 @@ def predict(g: Geometry, s: Settings | None = None) -> Prediction:
         unknown.append("the log prints neither the KV cache memory nor its tokens")
     blocks = tokens = None
     block = g.block_size.value
-    if kv is not None and per_token:
+    same_width = _width_ratio(s0, s) == 1.0 if per_token is None else per_token == g.bytes_per_token.value
+    if g.kv_tokens is not None and not any(changed) and same_width:
+        tokens = g.kv_tokens.value                   # nothing that sizes the cache changed: vLLM's own count
+        blocks = tokens // block
+    elif kv is not None and per_token:
         blocks = blocks_for(kv, per_token, block)
         tokens = blocks * block
-    elif g.kv_tokens is not None and not any(changed) and per_token == (g.bytes_per_token.value if g.bytes_per_token else None):
-        tokens = g.kv_tokens.value
-        blocks = tokens // block
+    elif g.kv_tokens is not None and not any(changed):     # same memory, other width: tokens scale inversely
+        blocks = int(g.kv_tokens.value * _width_ratio(s0, s) // block)
+        tokens = blocks * block
     elif kv is not None or g.kv_tokens is not None:
         unknown.append("KV bytes per token are not known (give --model-config)")
     length = s.max_model_len
@@ -149,9 +159,19 @@ def _weights(g: Geometry, s: Settings, assumptions: list[str], unknown: list[str
                 return None, float("nan")
             ratio *= after / before
             assumptions.append(ASSUMPTION_QUANT)
+    offloaded = s.cpu_offload_gb - s0.cpu_offload_gb          # --cpu-offload-gb is per GPU
+    if offloaded:
+        assumptions.append("--cpu-offload-gb keeps that many GiB of each GPU's weights in CPU memory")
     if g.weights_gib is None:
         return None, ratio
-    return g.weights_gib.value * ratio, ratio
+    weights = max(0.0, g.weights_gib.value * ratio - offloaded)
+    return weights, weights / g.weights_gib.value if g.weights_gib.value else ratio
+
+
+def _width_ratio(s0: Settings, s: Settings) -> float:
+    """KV bytes per token before / after (the dtype and how many GPUs share each token)."""
+    return (kv_value_bytes(s0.kv_cache_dtype, s0.dtype) / kv_value_bytes(s.kv_cache_dtype, s.dtype)) * \
+        (s.tensor_parallel_size * s.pipeline_parallel_size) / (s0.tensor_parallel_size * s0.pipeline_parallel_size)
 
 
 def _bytes_per_token(g: Geometry, s: Settings, assumptions: list[str]) -> float | None:
