@@ -166,3 +166,12 @@ def read_small_text(path: str) -> str:
         raise InputError(path, f"is {inp.size >> 20} MiB; a metrics snapshot is a few hundred KiB",
                          "pass the /metrics body, not a log")
     return "\n".join(text for _, text in iter_lines(inp)) + "\n"
+
+
+def read_model_config(path: str) -> tuple[str, str]:
+    """A model's config.json (or the one inside a model folder): (its text, the path read)."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+        if not os.path.exists(path):
+            raise InputError(path, "no such file", "give the model's config.json or the folder that holds it")
+    return read_small_text(path), path

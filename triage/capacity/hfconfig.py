@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import InputError
@@ -128,25 +127,16 @@ class ModelSpec:
 
 # --- reading config.json -------------------------------------------------------------------------------
 
-def load_model_config(path: str) -> ModelSpec:
-    """Read and understand a local config.json; every problem is an InputError naming the key."""
-    file = Path(path)
-    if file.is_dir():
-        file = file / "config.json"
-    if not file.exists():
-        raise InputError(path, "no such file", "give the model's config.json (a local file; the Hub is not contacted)")
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(file), f"cannot read it ({exc.__class__.__name__})", "give a UTF-8 config.json") from None
+def spec_from_json(text: str, path: str) -> ModelSpec:
+    """Parse and understand a config.json's text; every problem is an InputError naming the line or key."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{file}:{exc.lineno}:{exc.colno}", f"not valid JSON ({exc.msg})",
-                         "download the model's config.json as it is") from None
+        raise InputError(f"{path}:{exc.lineno}:{exc.colno}", f"not valid JSON ({exc.msg})",
+                         "give the model's config.json as downloaded") from None
     if not isinstance(data, dict):
-        raise InputError(str(file), "not a JSON object", "a Hugging Face config.json is one {...} object")
-    return spec_from_config(data, str(file))
+        raise InputError(path, "not a JSON object", "a Hugging Face config.json is one {...} object")
+    return spec_from_config(data, path)
 
 
 class _Reader:

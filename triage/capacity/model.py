@@ -159,10 +159,9 @@ class Geometry:
         """What the model had to assume or could not find, in words."""
         out = [f"{name}: {fig.note}" for name, fig in self.figures().items() if fig is not None and fig.source == ASSUMED]
         if self.total_gib is None:
-            out.append("GPU total: not in the log, so a utilization change cannot be sized (give --gpu-memory-gib)")
+            out.append("GPU total: unknown (not in the log)")
         if self.bytes_per_token is None:
-            out.append("KV bytes per token: the log prints no KV memory next to its token count "
-                       "(give --model-config to compute it)")
+            out.append("KV bytes per token: unknown (the log prints no KV memory next to a token count)")
         return out
 
     def equation_kv_gib(self) -> float | None:
