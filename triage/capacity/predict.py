@@ -36,13 +36,6 @@ class Prediction:
     assumptions: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
 
-    def requests_held(self, tokens_per_request: float) -> float | None:
-        """How many requests of `tokens_per_request` (prompt + output) the KV cache holds at once."""
-        if self.blocks is None or not tokens_per_request:
-            return None
-        block = self.kv_tokens // self.blocks if self.blocks else 16
-        return self.blocks / math.ceil(tokens_per_request / block)
-
     def summary(self) -> str:
         if self.starts is False:
             return f"does not start: {self.reason}"
@@ -131,6 +124,15 @@ def predict(g: Geometry, s: Settings | None = None) -> Prediction:
                       problem=None if problem == "unknown" else problem, reason=reason, outside_budget_gib=outside,
                       risks=tuple(_risks(g, s, util, total, length)), assumptions=tuple(dict.fromkeys(assumptions)),
                       unknown=tuple(dict.fromkeys(unknown)))
+
+
+def requests_held(g: Geometry, p: Prediction, tokens_per_request: float) -> float | None:
+    """How many requests of `tokens_per_request` (prompt + output) the KV cache holds at once; a sliding-window
+    layer holds only its window of each."""
+    if p.blocks is None or not tokens_per_request:
+        return None
+    size = _request_tokens(g, p.settings, math.ceil(tokens_per_request))
+    return p.blocks / math.ceil(size / g.block_size.value)
 
 
 def blocks_for(kv_gib: float, bytes_per_token: float, block_size: int) -> int:

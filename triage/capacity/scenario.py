@@ -17,7 +17,7 @@ from .hfconfig import ModelSpec
 from .lengths import Lengths
 from .model import (ASSUMED, CONFIG, DEFAULT_BLOCK_SIZE, DERIVED, GIB, GIVEN, Figure, Geometry, Settings, _quantization,
                     calibrate, dtype_bytes, kv_value_bytes, version_tuple)
-from .predict import Prediction, blocks_for, predict
+from .predict import Prediction, blocks_for, predict, requests_held
 
 ASSUMED_NON_TORCH_GIB = 0.5       # CUDA context growth, NCCL and attention workspaces (0.2-0.6 in the fixture logs)
 ASSUMED_GRAPH_GIB = 1.0           # CUDA graphs (0.2-1.9 GiB in the fixture logs)
@@ -45,12 +45,12 @@ class Scenario:
         if prediction is None or self.lengths is None:
             return None
         tokens = self.lengths.mean if which == "mean" else self.lengths.p90
-        return prediction.requests_held(tokens) if tokens else None
+        return requests_held(self.geometry, prediction, tokens) if tokens else None
 
     def verdict_of(self, prediction: Prediction) -> str:
         """The verdict a startup with this column's settings would get (the table's last row)."""
         seqs = prediction.settings.max_num_seqs or (self.max_num_seqs.value if self.max_num_seqs else None)
-        return judge(prediction, self.lengths, seqs)[0]
+        return judge(self.geometry, prediction, self.lengths, seqs)[0]
 
     def assumptions(self) -> list[str]:
         out = self.geometry.assumptions()
@@ -60,19 +60,18 @@ class Scenario:
         return list(dict.fromkeys(out))
 
 
-def judge(p: Prediction, lengths: Lengths | None, max_num_seqs: int | None) -> tuple[str, str]:
+def judge(g: Geometry, p: Prediction, lengths: Lengths | None, max_num_seqs: int | None) -> tuple[str, str]:
     """The verdict a startup with these settings would get."""
     if p.starts is False:
         return p.problem or "kv_cache_too_small", p.reason
     if p.starts is None:
         return "unknown", "; ".join(p.unknown) or p.reason
     if lengths is not None and max_num_seqs:
-        held = p.requests_held(lengths.mean)
+        held = requests_held(g, p, lengths.mean)
         if held is not None and max_num_seqs > held:
             return "preemption_slowdown", (
-                f"--max-num-seqs {max_num_seqs}: that many requests of ~{lengths.mean:,.0f} tokens need about "
-                f"{max_num_seqs * lengths.mean:,.0f} KV tokens, the cache holds {p.kv_tokens:,} ({held:.0f} such "
-                "requests): under full load vLLM will preempt")
+                f"--max-num-seqs {max_num_seqs}, but the {p.kv_tokens:,}-token KV cache holds about {held:.0f} "
+                f"requests of ~{lengths.mean:,.0f} tokens at once: under full load vLLM will preempt")
     headroom = ""
     if p.kv_tokens is not None and p.request_tokens:
         headroom = f"; {p.max_concurrency:.2f} max_model_len requests fit at once"
@@ -99,7 +98,7 @@ def whatif(facts: Mapping[str, Fact], changes: Mapping[str, Any], spec: ModelSpe
     p = predict(g, settings)
     total = g.total_gib.value if g.total_gib else None
     seqs = _max_num_seqs(settings, total, g.engine)
-    verdict, reason = judge(p, lengths, seqs.value if seqs else None)
+    verdict, reason = judge(g, p, lengths, seqs.value if seqs else None)
     model = facts["model"].value if "model" in facts else "the model"
     version = facts["vllm_version"].value if "vllm_version" in facts else None
     subject = f"{model} on vLLM {version or '?'} ({g.engine.upper()})"
@@ -132,10 +131,14 @@ def config_geometry(spec: ModelSpec, gpu_total_gib: float, settings: Settings, v
     util = Figure(settings.gpu_memory_utilization, GIVEN) if settings.gpu_memory_utilization else \
         Figure(default_util, ASSUMED, f"not set; vLLM's default {default_util}")
     big = gpu_total_gib >= 70
+    length = settings.max_model_len or spec.max_position_embeddings
+    if engine == "v1":
+        batched = 8192 if big else 2048                    # vLLM's V1 API-server defaults
+    else:                                                  # V0 prefills whole prompts unless they exceed 32K
+        batched = max(length or 0, 2048) if (length or 0) <= 32768 else 2048
     settings = settings.replace(
-        gpu_memory_utilization=util.value,
-        max_model_len=settings.max_model_len or spec.max_position_embeddings,
-        max_num_batched_tokens=settings.max_num_batched_tokens or (8192 if big and engine == "v1" else 2048),
+        gpu_memory_utilization=util.value, max_model_len=length,
+        max_num_batched_tokens=settings.max_num_batched_tokens or batched,
         max_num_seqs=settings.max_num_seqs or (1024 if big and engine == "v1" else 256))
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
     quant = _quantization(settings, spec)
@@ -184,7 +187,7 @@ def check(spec: ModelSpec | None, facts: Mapping[str, Fact] | None, gpu_total_gi
     p = predict(g)
     seqs = Figure(g.settings.max_num_seqs, GIVEN if settings.max_num_seqs else ASSUMED,
                   "" if settings.max_num_seqs else f"not set; vLLM's default {g.settings.max_num_seqs}")
-    verdict, reason = judge(p, lengths, seqs.value)
+    verdict, reason = judge(g, p, lengths, seqs.value)
     subject = f"{spec.path.rsplit('/', 1)[-1]} ({spec.model_type}, {spec.total_params / 1e9:.2f}B parameters) on " \
               f"{gpu_total_gib:g} GiB GPUs"
     return Scenario(subject, g, None, p, dict(changes), lengths, source, seqs, verdict, reason,
@@ -214,7 +217,7 @@ def suggest(g: Geometry, p: Prediction, s: Settings, lengths: Lengths | None, se
                 out.append(f"--tensor-parallel-size {tp} fits")
                 break
     if p.starts and lengths is not None and seqs is not None:
-        held = p.requests_held(lengths.mean)
+        held = requests_held(g, p, lengths.mean)
         if held is not None and seqs.value > held:
             out.append(f"--max-num-seqs {max(1, math.floor(held * 0.9))} keeps the KV cache near 90 % at "
                        f"~{lengths.mean:,.0f} tokens per request")

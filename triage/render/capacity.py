@@ -39,9 +39,9 @@ def _rows(scn: Scenario) -> list[tuple[str, Callable[[Prediction], str]]]:
         ("max concurrency at max_model_len", lambda p: _num(p.max_concurrency, unit="x")),
     ]
     if mean:
-        rows.append((f"requests held at ~{mean:,.0f} tokens (mean)", lambda p: _num(p.requests_held(mean), "{:,.1f}")))
+        rows.append((f"requests held at ~{mean:,.0f} tokens (mean)", lambda p: _num(scn.held(p), "{:,.1f}")))
     if p90:
-        rows.append((f"requests held at ~{p90:,.0f} tokens (p90)", lambda p: _num(p.requests_held(p90), "{:,.1f}")))
+        rows.append((f"requests held at ~{p90:,.0f} tokens (p90)", lambda p: _num(scn.held(p, "p90"), "{:,.1f}")))
     rows += [
         ("starts", lambda p: "?" if p.starts is None else "yes" if p.starts else f"no: {p.problem}"),
         ("KV tokens beyond one request", lambda p: ("none" if p.kv_tokens < p.request_tokens else
