@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 import regex
 
 from ..model import Fact, Fix
-from .model import DERIVED, Figure, Geometry, calibrate, dtype_bytes
+from .model import DERIVED, Figure, Geometry, Settings, calibrate, weight_bytes
 from .predict import Prediction, predict
 
 DOCS_MEMORY = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
@@ -27,8 +27,6 @@ HEADROOM_MARGIN_GIB = 0.5         # beyond the failed allocation when lowering u
 MAX_PRACTICAL_UTILIZATION = 0.95
 MIN_KV_SHARE_FOR_WEIGHTS = 0.25   # a weight fix must leave this share of the budget for activations and KV
 TARGET_KV_USAGE = 0.9             # what --max-num-seqs aims the KV cache at under load
-QUANT_BYTES = {"fp8": 1.0, "fp8_e4m3": 1.0, "awq": 0.5, "awq_marlin": 0.5, "gptq": 0.5, "gptq_marlin": 0.5,
-               "bitsandbytes": 0.5, "compressed-tensors": None, "gguf": None}
 
 Facts = Mapping[str, Fact]
 FixSolver = Callable[[Facts], list[Fix]]
@@ -115,7 +113,7 @@ def weights_needed(facts: Facts) -> tuple[float | None, str, bool]:
     params = params_from_name(value_of(facts, "model"))
     quant = value_of(facts, "quantization")
     dtype = str(value_of(facts, "dtype") or "auto")
-    per_param = QUANT_BYTES.get(str(quant)) if quant else dtype_bytes(dtype)
+    per_param = weight_bytes(Settings(quantization=quant, dtype=dtype))
     if params and per_param:
         gib = params * per_param / 2**30
         return gib, f"{params / 1e9:g}B parameters x {per_param:g} bytes ({quant or dtype}) from the model name", False

@@ -110,9 +110,10 @@ def whatif(facts: Mapping[str, Fact], changes: Mapping[str, Any], spec: ModelSpe
 
 def estimate_activation_gib(spec: ModelSpec, s: Settings) -> float:
     """The profiling run's peak: one batch of max_num_batched_tokens through the widest layer (the gated
-    MLP's input and output), the hidden states, and the sampler's float32 logits for max_num_seqs."""
+    MLP's gate-and-up output) beside the residual and normed hidden states, and the sampler's float32 logits
+    (and their softmax) for max_num_seqs."""
     tokens = s.max_num_batched_tokens or 2048
-    width = 3 * spec.intermediate_size / s.tensor_parallel_size + 4 * spec.hidden_size
+    width = 2 * spec.intermediate_size / s.tensor_parallel_size + 2 * spec.hidden_size
     logits = (s.max_num_seqs or 256) * spec.vocab_size * 8
     return max(MIN_ACTIVATION_GIB, (tokens * width * 2 + logits) / GIB)
 
