@@ -158,6 +158,9 @@ class Geometry:
     def assumptions(self) -> list[str]:
         """What the model had to assume or could not find, in words."""
         out = [f"{name}: {fig.note}" for name, fig in self.figures().items() if fig is not None and fig.source == ASSUMED]
+        if self.activation_gib is None and self.overhead_gib is None and self.kv_gib is not None:
+            out.append("activation peak and non-torch memory: not in the log; assumed constant across utilizations "
+                       "and lengths")
         if self.total_gib is None:
             out.append("GPU total: unknown (not in the log)")
         if self.bytes_per_token is None:
