@@ -126,6 +126,8 @@ def test_whatif_without_histograms_warns_and_still_predicts():
     (["check", "--model-config", str(CONFIGS), "--gpu-memory-gib", "80"], "config.json: no such file"),
     (["check", "--model-config", str(CONFIGS / "qwen3-8b.json"), "--gpu-memory-gib", "80",
       "--expect-prompt-tokens", "100"], "both"),
+    (["check", "--model-config", str(CONFIGS / "qwen3-8b.json"), "--gpu-memory-gib", "80", "--vllm-version", "new"],
+     "not a release"),
     (["check", "--model-config", str(CONFIGS / "qwen3-8b.json"), "--gpu-memory-gib", "80", "--gpus", "2",
       "--tensor-parallel-size", "4"], "--gpus is 2"),
 ])

@@ -292,6 +292,9 @@ def check_command(model_config: str | None, from_log: str | None, gpu_memory_gib
         raise click.UsageError("give --model-config config.json (with --gpu-memory-gib) or --from-log LOG")
     if model_config and not from_log and not gpu_memory_gib:
         raise click.UsageError("--model-config needs --gpu-memory-gib: the memory of one GPU, e.g. 80")
+    from .capacity.model import version_tuple
+    if vllm_version is not None and version_tuple(vllm_version) is None:
+        raise click.UsageError(f"--vllm-version {vllm_version!r} is not a release like 0.10.2")
     if (expect_prompt_tokens is None) != (expect_output_tokens is None):
         raise click.UsageError("give both --expect-prompt-tokens and --expect-output-tokens, or neither")
     changes = _changes(options)
