@@ -98,3 +98,23 @@ def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True,
                           env=full_env, cwd=cwd or ROOT, timeout=120)
+
+
+CONFIGS = FIXTURES / "configs"
+
+
+def config_entries() -> list[dict]:
+    """fixtures/configs/models.toml: each config.json, the model it is, and the model ids the fixture logs serve."""
+    import tomllib
+    return tomllib.loads((CONFIGS / "models.toml").read_text())["config"]
+
+
+def load_spec(name: str):
+    from triage.capacity.hfconfig import spec_from_json
+    path = CONFIGS / name
+    return spec_from_json(path.read_text(), str(path.relative_to(ROOT)))
+
+
+def served_specs() -> dict:
+    """Model id -> the ModelSpec of the config that describes it."""
+    return {model: load_spec(entry["file"]) for entry in config_entries() for model in entry["serves"]}

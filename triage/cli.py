@@ -234,6 +234,167 @@ def rules_command(rules_dir: str | None, show: str) -> None:
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
 
 
+# --- capacity: what-if and the pre-deploy check -----------------------------------------------------
+
+_SERVE_FLAGS = (
+    ("--gpu-memory-utilization", "gpu_memory_utilization", click.FloatRange(0, 1, min_open=True), "Share of the GPU vLLM may use."),
+    ("--max-model-len", "max_model_len", click.IntRange(min=1), "Longest request, in tokens."),
+    ("--max-num-seqs", "max_num_seqs", click.IntRange(min=1), "Requests batched at once."),
+    ("--max-num-batched-tokens", "max_num_batched_tokens", click.IntRange(min=1), "Tokens in one scheduler step."),
+    ("--tensor-parallel-size", "tensor_parallel_size", click.IntRange(min=1), "GPUs the weights are split over."),
+    ("--pipeline-parallel-size", "pipeline_parallel_size", click.IntRange(min=1), "Pipeline stages."),
+    ("--dtype", "dtype", click.Choice(["auto", "bfloat16", "float16", "half", "float32"]), "Weight dtype."),
+    ("--kv-cache-dtype", "kv_cache_dtype", click.Choice(["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"]),
+     "KV cache dtype."),
+    ("--quantization", "quantization", click.Choice(["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes",
+                                                     "mxfp4"]), "Weight quantization."),
+    ("--cpu-offload-gb", "cpu_offload_gb", click.FloatRange(min=0), "GiB of weights per GPU kept in CPU memory."),
+)
+
+
+def _serve_flags(fn):
+    """The vllm serve flags the capacity model understands, under their vllm names."""
+    fn = click.option("--enforce-eager", "enforce_eager", is_flag=True, default=None,
+                      help="No CUDA graphs (frees their memory).")(fn)
+    for flag, name, kind, text in reversed(_SERVE_FLAGS):
+        fn = click.option(flag, name, type=kind, default=None, help=text)(fn)
+    return fn
+
+
+def _changes(options: dict) -> dict:
+    return {name: options[name] for _, name, _, _ in _SERVE_FLAGS if options.get(name) is not None} | \
+        ({"enforce_eager": True} if options.get("enforce_eager") else {})
+
+
+def _log_facts(path: str, rules_dir: str | None) -> dict:
+    kit = load_toolkit(rules_dir)
+    redactor = Redactor()
+    report = build_report([open_log(path)], kit, redactor)
+    facts = report.diagnosis.facts
+    if not any(name in facts for name in ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "gpu_total_gib")):
+        raise InputError(path, "has no startup memory figures (weights, KV cache) to calibrate from",
+                         "give the log of a startup that got as far as loading the weights")
+    return facts
+
+
+def _lengths_from_metrics(paths: tuple[str, ...]):
+    from .capacity.lengths import observed_lengths
+    lengths = observed_lengths(read_files(paths, None).samples) if paths else None
+    if paths and lengths is None:
+        click.echo("vtriage: warning: no vllm:request_prompt_tokens / vllm:request_generation_tokens histograms "
+                   "in the metrics; concurrency at the observed request sizes is not computed", err=True)
+    return lengths
+
+
+def _spec(path: str | None):
+    if not path:
+        return None
+    from .capacity.hfconfig import spec_from_json
+    from .sources import read_model_config
+    text, where = read_model_config(path)
+    return spec_from_json(text, where)
+
+
+def _emit(scenario, kind: str, fmt: str, output: str | None, inputs: tuple[str, ...]) -> None:
+    from .render.capacity import render_scenario_json, render_scenario_text
+    title = "WHAT IF" if kind == "whatif" else "PRE-DEPLOY CHECK"
+    text = render_scenario_json(scenario, kind) if fmt == "json" else \
+        render_scenario_text(scenario, title, color=_use_color(fmt, output))
+    if output:
+        write_atomically(output, text, inputs)
+    else:
+        click.echo(text, nl=False)
+    sys.exit({"fits": EXIT_HEALTHY, "unknown": EXIT_INCONCLUSIVE}.get(scenario.verdict, EXIT_PROBLEM))
+
+
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+                       help="Output format.")
+_OUTPUT = click.option("-o", "--output", metavar="PATH", help="Write to PATH (atomically) instead of stdout.")
+
+
+@cli.command("whatif")
+@click.argument("log", metavar="LOG")
+@_serve_flags
+@click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
+              help="/metrics snapshots whose request-size histograms give the observed prompt + output lengths.")
+@click.option("--model-config", metavar="CONFIG", help="The model's local config.json: exact weight and KV sizes.")
+@click.option("--gpu-memory-gib", type=click.FloatRange(min=1), help="The GPU's memory, when the log does not print it.")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Use the signatures in DIR instead of the bundled ones.")
+@_FORMAT
+@_OUTPUT
+def whatif_command(log: str, metrics_files: tuple[str, ...], model_config: str | None, gpu_memory_gib: float | None,
+                   rules_dir: str | None, fmt: str, output: str | None, **options) -> None:
+    """What the incident's server would do with other flags, from the log's own figures.
+
+    \b
+      vtriage whatif server.log --max-model-len 32768
+      vtriage whatif server.log --gpu-memory-utilization 0.95 --kv-cache-dtype fp8 --format json
+      vtriage whatif server.log --max-num-seqs 128 --metrics m0.prom --metrics m1.prom
+    Exit codes: 0 it would start (and hold max-num-seqs at the observed sizes), 1 a problem is predicted,
+    2 usage or input error, 3 the log lacks the figures to predict.
+    """
+    from .capacity.scenario import whatif
+    facts = _log_facts(log, rules_dir)
+    lengths = _lengths_from_metrics(metrics_files)
+    scenario = whatif(facts, _changes(options), _spec(model_config), gpu_memory_gib, lengths,
+                      "observed in the metrics" if lengths else "")
+    _emit(scenario, "whatif", fmt, output, (log, *metrics_files))
+
+
+@cli.command("check")
+@_serve_flags
+@click.option("--model-config", metavar="CONFIG", help="The model's local Hugging Face config.json (or its folder).")
+@click.option("--from-log", "from_log", metavar="LOG", help="Calibrate from a previous startup log instead.")
+@click.option("--gpu-memory-gib", type=click.FloatRange(min=1), help="Memory of one GPU, e.g. 80 (79.19 as torch sees an H100).")
+@click.option("--gpus", type=click.IntRange(min=1), help="GPUs available (default: tensor x pipeline parallel size).")
+@click.option("--expect-prompt-tokens", type=click.IntRange(min=1), help="Typical prompt length, in tokens.")
+@click.option("--expect-output-tokens", type=click.IntRange(min=1), help="Typical output length, in tokens.")
+@click.option("--vllm-version", metavar="X.Y", help="The vLLM release to model (default: a current one, 0.20+).")
+@click.option("--disable-sliding-window", is_flag=True, help="As vllm serve's flag: every layer keeps the full context.")
+@click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
+              help="With --from-log: /metrics snapshots whose histograms give the expected lengths.")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Use the signatures in DIR instead of the bundled ones.")
+@_FORMAT
+@_OUTPUT
+def check_command(model_config: str | None, from_log: str | None, gpu_memory_gib: float | None, gpus: int | None,
+                  expect_prompt_tokens: int | None, expect_output_tokens: int | None, vllm_version: str | None,
+                  disable_sliding_window: bool, metrics_files: tuple[str, ...], rules_dir: str | None, fmt: str,
+                  output: str | None, **options) -> None:
+    """Predict the verdict before a rollout, from a model's config.json or a previous startup log.
+
+    \b
+      vtriage check --model-config config.json --gpu-memory-gib 80 --max-model-len 32768
+      vtriage check --model-config ./Llama-3.1-70B-Instruct --gpu-memory-gib 80 --gpus 4 --tensor-parallel-size 4
+      vtriage check --from-log last-startup.log --max-num-seqs 512 --expect-prompt-tokens 2000 --expect-output-tokens 500
+    Exit codes: 0 it fits, 1 a problem is predicted, 2 usage or input error, 3 not enough figures to predict.
+    """
+    from .capacity.lengths import Lengths
+    from .capacity.model import Settings
+    from .capacity.scenario import check
+    if not model_config and not from_log:
+        raise click.UsageError("give --model-config config.json (with --gpu-memory-gib) or --from-log LOG")
+    if model_config and not from_log and not gpu_memory_gib:
+        raise click.UsageError("--model-config needs --gpu-memory-gib: the memory of one GPU, e.g. 80")
+    from .capacity.model import version_tuple
+    if vllm_version is not None and version_tuple(vllm_version) is None:
+        raise click.UsageError(f"--vllm-version {vllm_version!r} is not a release like 0.10.2")
+    if (expect_prompt_tokens is None) != (expect_output_tokens is None):
+        raise click.UsageError("give both --expect-prompt-tokens and --expect-output-tokens, or neither")
+    changes = _changes(options)
+    needed = changes.get("tensor_parallel_size", 1) * changes.get("pipeline_parallel_size", 1)
+    if gpus is not None and needed > gpus:
+        raise click.UsageError(f"tensor x pipeline parallel size is {needed}, but --gpus is {gpus}")
+    lengths = None
+    if expect_prompt_tokens is not None:
+        lengths = Lengths(0, float(expect_prompt_tokens), float(expect_output_tokens), None, None, (), "expected")
+    elif metrics_files:
+        lengths = _lengths_from_metrics(metrics_files)
+    facts = _log_facts(from_log, rules_dir) if from_log else None
+    scenario = check(_spec(model_config), facts, gpu_memory_gib, Settings().replace(**changes), changes, lengths,
+                     vllm_version, sliding_window=not disable_sliding_window, max_gpus=gpus)
+    _emit(scenario, "check", fmt, output, tuple(p for p in (model_config, from_log, *metrics_files) if p))
+
+
 def facts_markdown() -> str:
     """docs/facts.md, generated from the registry so the two cannot drift."""
     from .facts import FACTS

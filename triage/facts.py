@@ -58,6 +58,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("activation_gib", float, "GiB", "Peak activation memory measured while profiling."),
     _spec("non_torch_gib", float, "GiB", "Memory outside torch's allocator (CUDA context, NCCL, ...)."),
     _spec("cuda_graph_gib", float, "GiB", "Memory CUDA graph capture took."),
+    _spec("cuda_graph_estimate_gib", float, "GiB", "CUDA graph memory vLLM estimated while profiling (0.18+)."),
+    _spec("cuda_graph_in_budget", bool, None, "The CUDA graph estimate comes out of the KV budget (V1 0.20+ default)."),
     _spec("kv_cache_gib", float, "GiB", "Memory available for the KV cache (can be negative)."),
     _spec("kv_cache_tokens", int, "tokens", "Tokens the KV cache holds on the smallest rank."),
     _spec("gpu_blocks", int, "blocks", "KV cache blocks (V0)."),
@@ -370,6 +372,8 @@ def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -
                      ("budget_gib", "first"), ("free_gib", "first"), ("requested_gib", "first"),
                      ("tried_to_allocate_gib", "first")):
         put_field(key, key, how)
+    put_field("cuda_graph_estimate_gib", "cuda_graph_estimate_gib", "max")
+    _graph_profiling(out, events)
     _kv_tokens(out, events)
     _budget(out)
     if check is not None:
@@ -427,6 +431,23 @@ def _kv_tokens(out: _Facts, events: Sequence[LogEvent]) -> None:
         concurrency = out.value("max_concurrency")
         if concurrency is None or concurrency >= 1.0:
             out.put("kv_cache_sized", True, [sized_ok[0].source])
+
+
+def _graph_profiling(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """0.18+ says whether the CUDA graph estimate comes out of the KV budget, and as what share of the GPU:
+    (utilization with - without) x total = the estimate, so the two give the GPU's total when nothing else does."""
+    notices = [e for e in events if e.kind == "cuda_graph_profiling"]
+    if not notices:
+        return
+    last = notices[-1]
+    out.put("cuda_graph_in_budget", last.fields.get("cuda_graph_in_budget"), [last.source])
+    with_, without = last.fields.get("graph_util_with"), last.fields.get("graph_util_without")
+    estimate = out.value("cuda_graph_estimate_gib")
+    if "gpu_total_gib" not in out.facts and estimate and with_ and without and with_ - without >= 0.001:
+        share = with_ - without
+        out.put("gpu_total_gib", estimate / share, [last.source] + list(out.facts["cuda_graph_estimate_gib"].evidence),
+                f"CUDA graph estimate {estimate} GiB / ({with_} - {without}), the share of the GPU vLLM says it takes "
+                f"(to about {0.00005 / share:.1%})")
 
 
 def _budget(out: _Facts) -> None:

@@ -107,6 +107,7 @@ class Fix:
     computed_from: tuple[str, ...] = ()
     reference: str | None = None
     checked: bool = False        # re-checked against the capacity model
+    predicted: Mapping[str, Any] | None = None   # the capacity model's prediction of applying it ("summary" first)
 
 
 @dataclass(frozen=True, slots=True)

@@ -264,3 +264,12 @@ def read_small_text(path: str) -> str:
 def _warn_cut(inp: LogInput) -> None:
     if inp.cut_lines:
         inp.warnings.append(f"{inp.name}: {inp.cut_lines} line(s) longer than {MAX_LINE_BYTES >> 20} MiB were cut")
+
+
+def read_model_config(path: str) -> tuple[str, str]:
+    """A model's config.json (or the one inside a model folder): (its text, the path read)."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+        if not os.path.exists(path):
+            raise InputError(path, "no such file", "give the model's config.json or the folder that holds it")
+    return read_small_text(path), path

@@ -36,7 +36,8 @@ def _ruled_out(r: RuledOut) -> dict[str, Any]:
 
 def _fix(f: Fix) -> dict[str, Any]:
     return {"flag": f.flag, "value": f.value, "why": f.why, "action": f.action, "also_set": dict(f.also_set),
-            "computed_from": list(f.computed_from), "reference": f.reference, "checked": f.checked}
+            "computed_from": list(f.computed_from), "reference": f.reference, "checked": f.checked,
+            "predicted": dict(f.predicted) if f.predicted else None}
 
 
 def _group(g: CoverageGroup) -> dict[str, Any]:

@@ -110,6 +110,8 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
             mark = "" if fix.checked or fix.value is None else s(" (unchecked)", "dim")
             out.append(f"  {i}. {s(fix.action, 'bold')}{mark}")
             out.extend("     " + w for w in textwrap.wrap(fix.why, 96))
+            if fix.predicted:
+                out.extend("     " + w for w in textwrap.wrap("predicted: " + fix.predicted["summary"], 96))
         if report.command:
             out.append("")
             out.append("  " + s(report.command, "green"))

@@ -1,0 +1,164 @@
+"""Fixes for a KV cache that is too small: at startup (kv_cache_too_small) or under load (preemption_slowdown)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..model import Fix
+from .model import GIB
+from .predict import predict
+from .registry import (DOCS_FP8_KV, DOCS_MEMORY, DOCS_PREEMPTION, MAX_PRACTICAL_UTILIZATION, SAFETY_MARGIN_RATIO,
+                       TARGET_KV_USAGE, Facts, ceil2, floor2, geometry, outcome, solver, starts, value_of, verified)
+
+
+@solver("max_model_len_that_fits")
+def max_model_len_that_fits(facts: Facts) -> list[Fix]:
+    """The largest --max-model-len the KV cache holds (vLLM's own estimate, else the model's token count)."""
+    requested = value_of(facts, "max_model_len")
+    g = geometry(facts)
+    now = predict(g)
+    estimate = value_of(facts, "estimated_max_model_len")
+    if estimate:
+        value, basis, used = estimate, "vLLM's own estimate of the longest length that fits", ("estimated_max_model_len",)
+    elif value_of(facts, "kv_cache_tokens"):
+        value, basis, used = value_of(facts, "kv_cache_tokens"), "the tokens the KV cache holds", ("kv_cache_tokens",)
+    elif now.kv_tokens:
+        value, basis = now.kv_tokens, "available KV memory / KV bytes per token"
+        used = ("kv_cache_gib", "kv_needed_gib", "max_model_len")
+    else:
+        if g.kv_gib is not None and g.kv_gib.value <= 0:
+            return [Fix(action="No --max-model-len fits: the weights and activations already take the whole budget "
+                               f"(available KV memory {g.kv_gib.value:.2f} GiB)",
+                        why="lowering the length cannot help; free memory for the KV cache first",
+                        computed_from=("kv_cache_gib",), reference=DOCS_MEMORY)]
+        return [Fix(action="Lower --max-model-len to what the workload needs",
+                    why="the log does not give the KV capacity, so the largest length that fits is unknown",
+                    flag="--max-model-len", reference=DOCS_MEMORY)]
+    if requested and value >= requested:
+        return []
+    fix = Fix(action=f"--max-model-len {value}", flag="--max-model-len", value=int(value),
+              why=f"the largest length that fits: {basis}" + (f" (was {requested})" if requested else ""),
+              computed_from=used, reference=DOCS_MEMORY)
+    p = outcome(facts, max_model_len=int(value))
+    return [verified(fix, p, p.starts is True)]
+
+
+@solver("utilization_for_max_model_len")
+def utilization_for_max_model_len(facts: Facts) -> list[Fix]:
+    """The smallest --gpu-memory-utilization whose budget fits the requested --max-model-len (plus 1 % of the GPU)."""
+    requested = value_of(facts, "max_model_len")
+    if not requested:
+        return []
+    g = geometry(facts)
+    total = g.total_gib.value if g.total_gib else None
+    kv = g.kv_gib.value if g.kv_gib else None
+    per_token = g.bytes_per_token.value if g.bytes_per_token else None
+    used = ("max_model_len", "gpu_total_gib", "gpu_memory_utilization", "kv_cache_gib")
+    if total is None or kv is None:
+        more = ""
+        if per_token and kv is not None and requested * per_token / GIB > kv:
+            more = f"the KV cache needs {requested * per_token / GIB - kv:.2f} GiB more; "
+        why = f"{more}the exact value needs the GPU's total memory, which the log does not print" if total is None \
+            else f"{more}the exact value needs the available KV memory"
+        return [Fix(action="Raise --gpu-memory-utilization if the GPU has room", why=why,
+                    flag="--gpu-memory-utilization", computed_from=("kv_needed_gib", "kv_cache_gib"), reference=DOCS_MEMORY)]
+    block = g.block_size.value
+    margin = SAFETY_MARGIN_RATIO * total / 2
+    if per_token:
+        need = math.ceil(requested / block) * block * per_token / GIB
+        goal = f"keeps --max-model-len {requested}: the KV cache needs {need:.2f} GiB and has {kv:.2f} GiB"
+    else:
+        need = 0.0
+        goal = (f"the least that leaves any KV memory ({kv:.2f} GiB now); the KV bytes per token are not in the log, "
+                f"so whether {requested} tokens then fit is unknown")
+    value = ceil2(g.utilization.value + (need - kv + margin) / total)
+    if value > MAX_PRACTICAL_UTILIZATION:
+        return [Fix(action=f"Raising --gpu-memory-utilization is not enough: {requested} tokens would need {value:.2f}",
+                    why=f"above {MAX_PRACTICAL_UTILIZATION} nothing is left for the CUDA context and other processes; "
+                        "shorten the length, quantize the KV cache or add GPUs",
+                    computed_from=used, reference=DOCS_MEMORY)]
+    fix = Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
+              why=f"{goal}; {SAFETY_MARGIN_RATIO / 2:.0%} of the GPU added as margin", computed_from=used,
+              reference=DOCS_MEMORY)
+    p = outcome(facts, gpu_memory_utilization=value)
+    return [verified(fix, p, p.starts is True and not p.risks and per_token is not None)]
+
+
+@solver("kv_cache_dtype_fp8")
+def kv_cache_dtype_fp8(facts: Facts) -> list[Fix]:
+    """--kv-cache-dtype fp8: twice the KV tokens in the same memory."""
+    if str(value_of(facts, "kv_cache_dtype") or "auto").startswith("fp8"):
+        return []
+    now = outcome(facts)
+    p = outcome(facts, kv_cache_dtype="fp8")
+    requested = value_of(facts, "max_model_len")
+    if p.kv_tokens and now.kv_tokens is not None and requested:
+        fits = "fits" if p.starts else "still does not fit"
+        why = f"FP8 halves the KV bytes per token: about {p.kv_tokens} tokens instead of {now.kv_tokens}; {requested} {fits}"
+    else:
+        why = "FP8 halves the KV bytes per token, so the same memory holds twice the tokens (check accuracy)"
+    fix = Fix(action="--kv-cache-dtype fp8", flag="--kv-cache-dtype", value="fp8", why=why,
+              computed_from=("kv_cache_tokens", "kv_cache_gib", "max_model_len"), reference=DOCS_FP8_KV)
+    return [verified(fix, p, p.starts is True)]
+
+
+@solver("tensor_parallel_for_kv")
+def tensor_parallel_for_kv(facts: Facts) -> list[Fix]:
+    """Twice the tensor-parallel GPUs: smaller weight and KV slices per GPU."""
+    tp = value_of(facts, "tensor_parallel_size") or 1
+    now, p = outcome(facts), outcome(facts, tensor_parallel_size=tp * 2)
+    why = "each GPU holds a smaller slice of the weights and of every token's KV, leaving more KV room"
+    if p.kv_tokens is not None and p.weights_gib is not None and now.weights_gib is not None:
+        why = (f"about {p.kv_tokens} KV tokens per GPU with twice the GPUs: each holds {p.weights_gib:.2f} GiB of "
+               f"weights instead of {now.weights_gib:.2f} and half of every token's KV")
+    fix = Fix(action=f"--tensor-parallel-size {tp * 2}", flag="--tensor-parallel-size", value=tp * 2, why=why,
+              computed_from=("tensor_parallel_size", "weights_gib", "kv_cache_gib"), reference=DOCS_MEMORY)
+    return [verified(fix, p, starts(p, facts) and p.kv_tokens is not None)]
+
+
+# --- preemption_slowdown -------------------------------------------------------------------------------
+
+@solver("max_num_seqs_for_kv")
+def max_num_seqs_for_kv(facts: Facts) -> list[Fix]:
+    """A --max-num-seqs that keeps the KV cache near 90 % at the request sizes seen when it filled up."""
+    running, current = value_of(facts, "running_at_saturation"), value_of(facts, "max_num_seqs")
+    if not running:
+        return [Fix(action="Lower --max-num-seqs (or --max-num-batched-tokens)",
+                    why="fewer requests at once need less KV cache; the log has no stats line at saturation to size it",
+                    flag="--max-num-seqs", reference=DOCS_PREEMPTION)]
+    tokens = outcome(facts).kv_tokens
+    usage = value_of(facts, "kv_cache_usage_max")
+    per_request = usage * tokens / running if tokens and usage else None   # KV a request held when it filled up
+    value = max(1, int(TARGET_KV_USAGE * tokens / per_request) if per_request else int(running * TARGET_KV_USAGE))
+    fix = Fix(action=f"--max-num-seqs {value}", flag="--max-num-seqs", value=value,
+              why=f"the KV cache filled up with about {running} requests running; {value} keeps it near "
+                  f"{TARGET_KV_USAGE:.0%}" + (f" (now {current})" if current else ""),
+              computed_from=("running_at_saturation", "kv_cache_usage_max", "kv_cache_tokens", "max_num_seqs"),
+              reference=DOCS_PREEMPTION)
+    if per_request is None:
+        return [fix]
+    predicted_usage = value * per_request / tokens
+    summary = (f"about {predicted_usage:.0%} KV usage with {value} requests of ~{per_request:,.0f} tokens "
+               f"({tokens:,}-token cache)")
+    return [dataclasses.replace(fix, checked=predicted_usage <= TARGET_KV_USAGE + 1e-9, predicted={
+        "summary": summary, "max_num_seqs": value, "kv_cache_tokens": tokens,
+        "tokens_per_request": round(per_request), "kv_cache_usage": round(predicted_usage, 3)})]
+
+
+@solver("more_kv_for_preemption")
+def more_kv_for_preemption(facts: Facts) -> list[Fix]:
+    """More KV cache: higher utilization, FP8 KV cache, more tensor-parallel GPUs."""
+    util = value_of(facts, "gpu_memory_utilization")
+    fixes = []
+    if util is not None and util < MAX_PRACTICAL_UTILIZATION - 0.01:
+        value = min(MAX_PRACTICAL_UTILIZATION, floor2(util + 0.05))
+        now, p = outcome(facts), outcome(facts, gpu_memory_utilization=value)
+        gain = f": about {p.kv_tokens} KV tokens instead of {now.kv_tokens}" if p.kv_tokens and now.kv_tokens else ""
+        fix = Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
+                  why=f"more of the GPU for the KV cache{gain}; only if nothing else uses the GPU",
+                  computed_from=("gpu_memory_utilization", "gpu_total_gib", "kv_cache_gib"), reference=DOCS_PREEMPTION)
+        grows = p.kv_tokens is not None and now.kv_tokens is not None and p.kv_tokens > now.kv_tokens
+        fixes.append(verified(fix, p, grows and p.starts is True and not p.risks))
+    fixes.extend(kv_cache_dtype_fp8(facts))
+    fixes.extend(tensor_parallel_for_kv(facts))
+    return fixes
