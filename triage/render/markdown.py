@@ -75,6 +75,8 @@ def render_markdown(report: Report, **_: Any) -> str:
             action = code_span(fix.action) if fix.flag and fix.action.startswith("--") else f"**{prose(fix.action)}**"
             mark = " _(not re-checked)_" if fix_is_unchecked(fix) else ""
             out.append(f"{i}. {action}{mark}: {prose(fix.why)}")
+            if fix.predicted:
+                out.append(f"   _Predicted:_ {prose(fix.predicted['summary'])}")
         refs = references(d.fixes)
         if refs:
             out += ["", "Docs: " + ", ".join(f"<{r}>" if r.startswith("https://") else prose(r) for r in refs)]
