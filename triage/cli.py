@@ -14,12 +14,14 @@ import click
 
 from . import __version__
 from .errors import InputError, TriageError
+from .gate import verdicts_failing
 from .metricparse import MetricSample, parse_exposition
-from .model import InputSummary
+from .model import VERDICTS, InputSummary
 from .pipeline import Toolkit, build_report, metrics_input, parse_inputs
 from .redact import Redactor
 from .render import RENDERERS
 from .ruleset import load_rules
+from .runbooks import resolve_topic, runbook_text
 from .signatures import load_signatures
 from .sources import open_log, read_small_text
 
@@ -97,14 +99,19 @@ def cli() -> None:
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="A saved /metrics snapshot (curl .../metrics > m.prom); repeat for several, oldest first.")
 @click.option("--no-redact", is_flag=True, help="Show secrets (API keys, tokens) in the report instead of ***.")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="VERDICT|SEVERITY",
+              help="Exit 1 when the verdict is one of these (or a severity at least this bad: ok, info, warning, "
+                   "critical), else 0; comma-separated or repeated. For CI and runbook gates.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on stdout: the exit code is the answer (-o still writes).")
 def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
-             metrics_files: tuple[str, ...], no_redact: bool) -> None:
+             metrics_files: tuple[str, ...], no_redact: bool, fail_on: tuple[str, ...], quiet: bool) -> None:
     """Diagnose FILE... (use - for stdin). Several files are read as one incident."""
     if not files and not metrics_files:
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
     if files.count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
     kit = load_toolkit(rules_dir)
+    failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
     samples: list[MetricSample] = []
     metric_inputs: list[InputSummary] = []
@@ -119,9 +126,12 @@ def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: st
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
         write_atomically(output, text, files + metrics_files)
-    else:
+    elif not quiet:
         click.echo(text, nl=False)
-    sys.exit(exit_code_for(report.diagnosis.verdict))
+    verdict = report.diagnosis.verdict
+    if failing is not None:
+        sys.exit(EXIT_PROBLEM if verdict in failing else EXIT_HEALTHY)
+    sys.exit(exit_code_for(verdict))
 
 
 @cli.command("rules")
@@ -146,6 +156,21 @@ def rules_command(rules_dir: str | None, show: str) -> None:
                 walk(kit.rules.children.get(node.id, ()), depth + 1)
         walk(kit.rules.roots, 0)
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
+
+
+@cli.command("explain")
+@click.argument("topic", required=False, metavar="VERDICT|RULE")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Resolve rule ids in DIR instead of the bundled rules.")
+def explain_command(topic: str | None, rules_dir: str | None) -> None:
+    """Print the runbook for VERDICT (or for the verdict a RULE gives); without one, list them."""
+    kit = load_toolkit(rules_dir)
+    if topic is None:
+        for verdict in VERDICTS:
+            cls = kit.rules.classes[verdict]
+            click.echo(f"{verdict:<20} {cls.severity:<9} {cls.title}")
+        click.echo("\nvtriage explain VERDICT prints its runbook (Meaning, Impact, Diagnosis, Mitigation).")
+        return
+    click.echo(runbook_text(resolve_topic(topic, kit.rules)), nl=False)
 
 
 def facts_markdown() -> str:

@@ -29,6 +29,8 @@ VERDICTS: tuple[str, ...] = (
     "inconclusive",
 )
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+# How bad a verdict is, mildest first (set per verdict in rules/classes/*.toml); --fail-on gates on it.
+SEVERITIES: tuple[str, ...] = ("ok", "info", "warning", "critical")
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,3 +198,5 @@ class Report:
     ranks: tuple[RankMemory, ...] = ()         # per-process memory, when the log shows several
     redactions: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    severity: str | None = None                # the verdict's severity (SEVERITIES), for gating
+    runbook: str | None = None                 # the verdict's runbook page (docs/runbooks/) or the team's URL

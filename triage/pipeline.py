@@ -17,6 +17,7 @@ from .metricparse import MetricSample
 from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, InputSummary, LogEvent, RankMemory, Report,
                     TimelinePoint)
 from .redact import Redactor
+from .runbooks import runbook_link
 from .ruleset import RuleSet
 from .signatures import SignatureSet
 from .sources import LogInput, iter_lines
@@ -95,7 +96,8 @@ def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor
                   unrecognised=tuple(unrecognised), command=command_line(last),
                   timeline=timeline(attempts[-1].events), failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(attempts[-1].events, failing.value if failing else None),
-                  redactions=dict(redactor.counts), warnings=warnings)
+                  redactions=dict(redactor.counts), warnings=warnings,
+                  severity=kit.rules.classes[last.verdict].severity, runbook=runbook_link(last.verdict, kit.rules))
 
 
 def command_line(diagnosis: Diagnosis) -> str | None:

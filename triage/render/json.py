@@ -51,6 +51,8 @@ def report_dict(report: Report) -> dict[str, Any]:
         "tool": {"name": "vtriage", "version": report.tool_version},
         "verdict": d.verdict,
         "confidence": d.confidence,
+        "severity": report.severity,
+        "runbook": report.runbook,
         "summary": lead.summary if lead else None,
         "rule_path": list(d.rule_path),
         "attempts": [{"index": a.index, "verdict": a.verdict, "failed_phase": a.failed_phase,

@@ -82,6 +82,8 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         for r in d.ruled_out:
             out.append(f"  {r.verdict.ljust(width)}  {r.reason}")
     out.append("")
+    if report.runbook:
+        out.append(f"Runbook: {report.runbook}  (vtriage explain {d.verdict})")
     if len(report.attempts) > 1:
         out.append(f"Attempts: {len(report.attempts)} startups in this log; this is the last. "
                    f"{report.same_failure_attempts} of {len(report.attempts)} ended as {d.verdict}.")
