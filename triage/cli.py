@@ -4,9 +4,11 @@ Exit codes: 0 healthy, 1 a problem diagnosed, 2 usage or input error, 3 inconclu
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
+from datetime import date
 from pathlib import Path
 from typing import Sequence
 
@@ -24,6 +26,7 @@ from .ruleset import load_rules
 from .runbooks import resolve_topic, runbook_text
 from .signatures import load_signatures
 from .sources import open_log, read_small_text
+from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
 
 EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -39,6 +42,28 @@ def exit_code_for(verdict: str) -> int:
 def load_toolkit(rules_dir: str | None) -> Toolkit:
     directory = Path(rules_dir) if rules_dir else None
     return Toolkit(rules=load_rules(directory), signatures=load_signatures(directory / "signatures" if directory else None))
+
+
+def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool, ignore: Sequence[str]) -> tuple[Toolkit, Config]:
+    """The toolkit with the suppressions and runbook URL of .vtriage.toml (found, or --config) and --ignore."""
+    if config_path and no_config:
+        raise click.UsageError("--config and --no-config contradict each other; give one")
+    path = Path(config_path) if config_path else None if no_config else find_config(Path.cwd(), Path.home())
+    if config_path and not Path(config_path).is_file():
+        raise InputError(config_path, "no such config file", f"create it, or drop --config to use the nearest {CONFIG_NAME}")
+    config = load_config(path, kit.rules, date.today()) if path else Config(None)
+    config = with_ignored(config, ignore, kit.rules)
+    return dataclasses.replace(kit, suppressions=config.suppressions, runbook_url=config.runbook_url), config
+
+
+def _config_options(fn):
+    """--config, --no-config and --ignore, shared by the commands that diagnose."""
+    fn = click.option("--ignore", "ignore", multiple=True, metavar="RULE",
+                      help="Suppress RULE (a rule id from `vtriage rules`): listed as SUPPRESSED, never decides.")(fn)
+    fn = click.option("--no-config", is_flag=True, help=f"Do not read {CONFIG_NAME}.")(fn)
+    fn = click.option("--config", "config_path", metavar="PATH",
+                      help=f"Read suppressions from PATH instead of the nearest {CONFIG_NAME} (up to the git root or home).")(fn)
+    return fn
 
 
 def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
@@ -103,14 +128,16 @@ def cli() -> None:
               help="Exit 1 when the verdict is one of these (or a severity at least this bad: ok, info, warning, "
                    "critical), else 0; comma-separated or repeated. For CI and runbook gates.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on stdout: the exit code is the answer (-o still writes).")
+@_config_options
 def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
-             metrics_files: tuple[str, ...], no_redact: bool, fail_on: tuple[str, ...], quiet: bool) -> None:
+             metrics_files: tuple[str, ...], no_redact: bool, fail_on: tuple[str, ...], quiet: bool,
+             config_path: str | None, no_config: bool, ignore: tuple[str, ...]) -> None:
     """Diagnose FILE... (use - for stdin). Several files are read as one incident."""
     if not files and not metrics_files:
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
     if files.count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
-    kit = load_toolkit(rules_dir)
+    kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
     samples: list[MetricSample] = []
@@ -123,6 +150,8 @@ def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: st
     redactor = Redactor(enabled=not no_redact)
     parsed = parse_inputs(inputs, kit, redactor)
     report = build_report(parsed, kit, redactor, samples, metric_inputs)
+    if config.expired:
+        report = dataclasses.replace(report, warnings=report.warnings + expiry_warnings(config))
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
         write_atomically(output, text, files + metrics_files)

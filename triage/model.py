@@ -88,6 +88,24 @@ class Finding:
 
 
 @dataclass(frozen=True, slots=True)
+class Suppression:
+    """A rule the team accepts (.vtriage.toml or --ignore): when it fires it is listed, never decides."""
+
+    rule_id: str
+    reason: str
+    origin: str                  # ".vtriage.toml:4", or "--ignore"
+    expires: str | None = None   # ISO date after which it no longer applies
+
+
+@dataclass(frozen=True, slots=True)
+class SuppressedFinding:
+    """A rule that fired but is suppressed: shown as SUPPRESSED, and the tree moved on past it."""
+
+    finding: Finding
+    suppression: Suppression
+
+
+@dataclass(frozen=True, slots=True)
 class RuledOut:
     """A verdict class that was not chosen, and the fact that rules it out."""
 
@@ -145,6 +163,7 @@ class Diagnosis:
     fixes: tuple[Fix, ...]
     facts: Mapping[str, Fact]
     not_evaluated: tuple[str, ...] = ()
+    suppressed: tuple[SuppressedFinding, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,3 +219,4 @@ class Report:
     warnings: tuple[str, ...] = ()
     severity: str | None = None                # the verdict's severity (SEVERITIES), for gating
     runbook: str | None = None                 # the verdict's runbook page (docs/runbooks/) or the team's URL
+    suppressions: tuple[Suppression, ...] = ()  # every suppression in force, fired or not

@@ -15,7 +15,7 @@ from .logparse import Attempt, ParsedInput, merge_events, parse_log, split_attem
 from .metricfacts import extract_metric_facts, merge_facts
 from .metricparse import MetricSample
 from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, InputSummary, LogEvent, RankMemory, Report,
-                    TimelinePoint)
+                    Suppression, TimelinePoint)
 from .redact import Redactor
 from .runbooks import runbook_link
 from .ruleset import RuleSet
@@ -31,6 +31,8 @@ class Toolkit:
 
     rules: RuleSet
     signatures: SignatureSet
+    suppressions: tuple[Suppression, ...] = ()     # accepted rules (.vtriage.toml, --ignore)
+    runbook_url: str | None = None                 # the team's runbook URL template (.vtriage.toml)
 
 
 def parse_inputs(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor) -> list[ParsedInput]:
@@ -61,7 +63,7 @@ def diagnose_attempts(attempts: list[Attempt], kit: Toolkit, log_vllm_lines: int
             facts["vllm_lines"] = Fact("vllm_lines", log_vllm_lines, FACTS["vllm_lines"].unit)
         if metric_facts and index == len(attempts) - 1:
             facts = merge_facts(facts, metric_facts)
-        results.append(diagnose(kit.rules, facts))
+        results.append(diagnose(kit.rules, facts, {s.rule_id: s for s in kit.suppressions}))
         earlier.extend(attempt.events)
     return results
 
@@ -97,7 +99,8 @@ def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor
                   timeline=timeline(attempts[-1].events), failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(attempts[-1].events, failing.value if failing else None),
                   redactions=dict(redactor.counts), warnings=warnings,
-                  severity=kit.rules.classes[last.verdict].severity, runbook=runbook_link(last.verdict, kit.rules))
+                  severity=kit.rules.classes[last.verdict].severity, runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
+                  suppressions=kit.suppressions)
 
 
 def command_line(diagnosis: Diagnosis) -> str | None:

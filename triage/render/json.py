@@ -43,6 +43,13 @@ def _group(g: CoverageGroup) -> dict[str, Any]:
     return {"level": g.level, "count": g.count, "template": g.template, "example": _ref(g.example)}
 
 
+def _suppressed(report: Report) -> list[dict[str, Any]]:
+    fired = {item.suppression.rule_id: item.finding for item in report.diagnosis.suppressed}
+    return [{"rule": x.rule_id, "reason": x.reason, "origin": x.origin, "expires": x.expires,
+             "fired": x.rule_id in fired, "finding": _finding(fired[x.rule_id]) if x.rule_id in fired else None}
+            for x in report.suppressions]
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     d = report.diagnosis
     lead = d.findings[0] if d.findings else None
@@ -61,6 +68,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "same_failure_attempts": report.same_failure_attempts,
         "findings": [_finding(f) for f in d.findings],
         "ruled_out": [_ruled_out(r) for r in d.ruled_out],
+        "suppressed": _suppressed(report),
         "fixes": [_fix(f) for f in d.fixes],
         "command": report.command,
         "inputs": [{"path": i.path, "kind": i.kind, "lines_read": i.lines_read, "lines_recognised": i.lines_recognised,
