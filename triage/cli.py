@@ -26,6 +26,7 @@ from .ruleset import load_rules
 from .runbooks import resolve_topic, runbook_text
 from .signatures import load_signatures
 from .sources import open_log, read_small_text
+from .timewindow import apply_window, utc_now, with_window
 from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
 
 EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -54,6 +55,16 @@ def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool, ign
     config = load_config(path, kit.rules, date.today()) if path else Config(None)
     config = with_ignored(config, ignore, kit.rules)
     return dataclasses.replace(kit, suppressions=config.suppressions, runbook_url=config.runbook_url), config
+
+
+def _window_options(fn):
+    """--since and --until (triage/timewindow.py says how times are read)."""
+    fn = click.option("--until", metavar="TIME|DURATION",
+                      help="End of the window: a time, or a duration before the end of the log.")(fn)
+    fn = click.option("--since", metavar="TIME|DURATION",
+                      help="Start of the window: a time (2026-11-30T10:00, '11-30 10:00', 10:00) or a duration "
+                           "before --until or the end of the log (1h, 30m).")(fn)
+    return fn
 
 
 def _config_options(fn):
@@ -129,9 +140,11 @@ def cli() -> None:
                    "critical), else 0; comma-separated or repeated. For CI and runbook gates.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on stdout: the exit code is the answer (-o still writes).")
 @_config_options
+@_window_options
 def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
              metrics_files: tuple[str, ...], no_redact: bool, fail_on: tuple[str, ...], quiet: bool,
-             config_path: str | None, no_config: bool, ignore: tuple[str, ...]) -> None:
+             config_path: str | None, no_config: bool, ignore: tuple[str, ...],
+             since: str | None, until: str | None) -> None:
     """Diagnose FILE... (use - for stdin). Several files are read as one incident."""
     if not files and not metrics_files:
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
@@ -149,7 +162,13 @@ def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: st
         metric_inputs.append(metrics_input(path, got, text.count("\n") + (0 if text.endswith("\n") else 1)))
     redactor = Redactor(enabled=not no_redact)
     parsed = parse_inputs(inputs, kit, redactor)
+    window = None
+    if since or until:
+        parsed, samples, window, window_warnings = apply_window(parsed, samples, since, until, utc_now(),
+                                                                       kit.signatures)
     report = build_report(parsed, kit, redactor, samples, metric_inputs)
+    if window is not None:
+        report = with_window(report, window, window_warnings)
     if config.expired:
         report = dataclasses.replace(report, warnings=report.warnings + expiry_warnings(config))
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))

@@ -27,6 +27,7 @@ class MetricSample:
     value: float
     scrape: int                # 0 for the first snapshot given, 1 for the next, ...
     source: SourceRef
+    time: float | None = None  # when it was scraped (Unix seconds, or seconds from the first snapshot)
 
 
 class _NumberedLines:
@@ -49,8 +50,11 @@ def _key(name: str, labels: Mapping[str, str]) -> tuple:
     return name, tuple(sorted(labels.items()))
 
 
-def parse_exposition(text: str, path: str, scrape: int = 0) -> list[MetricSample]:
-    """All samples of one exposition, each with its line; a malformed file is an InputError."""
+def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None = None) -> list[MetricSample]:
+    """All samples of one exposition, each with its line; a malformed file is an InputError.
+
+    A sample's own timestamp (Prometheus /federate writes them) wins over `time`, the snapshot's.
+    """
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
@@ -74,7 +78,9 @@ def parse_exposition(text: str, path: str, scrape: int = 0) -> list[MetricSample
         for s in family.samples:
             spots = positions.get(_key(s.name, s.labels)) or [(0, f"{s.name} {s.value}")]
             number, raw = spots.pop(0) if len(spots) > 1 else spots[0]
-            samples.append(MetricSample(s.name, dict(s.labels), float(s.value), scrape, SourceRef(path, number, raw)))
+            when = s.timestamp if s.timestamp is not None else time
+            samples.append(MetricSample(s.name, dict(s.labels), float(s.value), scrape, SourceRef(path, number, raw),
+                                        float(when) if when is not None else None))
     return samples
 
 

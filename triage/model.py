@@ -58,6 +58,7 @@ class LogEvent:
     timestamp: str | None        # vLLM's "MM-DD HH:MM:SS" (no year) or the wrapper's ISO time
     source: SourceRef
     seq: int                     # position in the merged incident stream
+    wall_time: str | None = None  # the collector's time when a wrapper gave one (ISO: it has the year)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +202,20 @@ class RankMemory:
 
 
 @dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """The --since/--until window a report covers, and how the log's times were read."""
+
+    since: str | None            # resolved, "YYYY-MM-DD HH:MM:SS" in the log's clock
+    until: str | None
+    basis: str                   # how the year (and the clock) of the log's timestamps was decided
+    events_kept: int             # recognised log records inside the window
+    events_total: int
+    context_events: int = 0      # settings lines of the running startup, kept from before the window
+    samples_kept: int = 0        # metric samples inside the window (timestamped ones only)
+    samples_total: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything a renderer needs, and nothing it would have to compute."""
 
@@ -220,3 +235,4 @@ class Report:
     severity: str | None = None                # the verdict's severity (SEVERITIES), for gating
     runbook: str | None = None                 # the verdict's runbook page (docs/runbooks/) or the team's URL
     suppressions: tuple[Suppression, ...] = ()  # every suppression in force, fired or not
+    window: TimeWindow | None = None           # --since/--until, when given

@@ -1,6 +1,7 @@
 """The JSON contract (docs/json-contract.md, docs/report.schema.json). Bump SCHEMA_VERSION on any breaking change."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -82,6 +83,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "failure_at": _ref(report.failure_at) if report.failure_at else None,
         "ranks": [{"process": r.process, "weights_gib": r.weights_gib, "kv_cache_gib": r.kv_cache_gib,
                    "this_process_gib": r.this_process_gib, "failed": r.failed} for r in report.ranks],
+        "window": None if report.window is None else dataclasses.asdict(report.window),
         "redactions": dict(sorted(report.redactions.items())),
         "warnings": list(report.warnings),
     }

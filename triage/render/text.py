@@ -105,6 +105,14 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     out.append("")
     if report.runbook:
         out.append(f"Runbook: {report.runbook}  (vtriage explain {d.verdict})")
+    if report.window:
+        w = report.window
+        kept = f"{w.events_kept:,} of {w.events_total:,} recognised log records"
+        if w.samples_total:
+            kept += f", {w.samples_kept:,} of {w.samples_total:,} timestamped metric samples"
+        context = f" (plus {w.context_events} records of the startup before it, for its settings)" if w.context_events else ""
+        out.append(f"Window: {w.since or 'the start'} to {w.until or 'the end'}: {kept} inside{context}.")
+        out.append(s(f"Times: {w.basis}.", "dim"))
     if len(report.attempts) > 1:
         out.append(f"Attempts: {len(report.attempts)} startups in this log; this is the last. "
                    f"{report.same_failure_attempts} of {len(report.attempts)} ended as {d.verdict}.")
