@@ -18,10 +18,12 @@ from . import __version__
 from .errors import InputError, TriageError
 from .gate import verdicts_failing
 from .metricparse import MetricSample, parse_exposition
-from .model import VERDICTS, InputSummary
+from .diff import compare
+from .model import VERDICTS, InputSummary, Report
 from .pipeline import Toolkit, build_report, metrics_input, parse_inputs
 from .redact import Redactor
 from .render import RENDERERS
+from .render.diff import render_diff_json, render_diff_text
 from .ruleset import load_rules
 from .runbooks import resolve_topic, runbook_text
 from .signatures import load_signatures
@@ -204,6 +206,49 @@ def rules_command(rules_dir: str | None, show: str) -> None:
                 walk(kit.rules.children.get(node.id, ()), depth + 1)
         walk(kit.rules.roots, 0)
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
+
+
+def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:
+    """The report of log files alone (no metrics), as `vtriage FILE...` would give it."""
+    redactor = Redactor(enabled=not no_redact)
+    return build_report(parse_inputs([open_log(path) for path in files], kit, redactor), kit, redactor)
+
+
+@cli.command("diff")
+@click.argument("pair", nargs=-1, metavar="BEFORE AFTER")
+@click.option("-b", "--before", "before", multiple=True, metavar="FILE",
+              help="A log from before the change; repeat for several files of one run.")
+@click.option("-a", "--after", "after", multiple=True, metavar="FILE",
+              help="A log from after the change; repeat for several files of one run.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", metavar="PATH", help="Write the comparison to PATH (atomically).")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR.")
+@click.option("--no-redact", is_flag=True, help="Show secrets in the output instead of ***.")
+@_config_options
+def diff_command(pair: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...], fmt: str,
+                 output: str | None, rules_dir: str | None, no_redact: bool, config_path: str | None,
+                 no_config: bool, ignore: tuple[str, ...]) -> None:
+    """Did the fix work? Compare the server's log BEFORE and AFTER a change: verdict, KV headroom,
+    preemption, concurrency and settings, side by side. Exits as `vtriage AFTER` would."""
+    if pair and (before or after):
+        raise click.UsageError("give BEFORE AFTER, or --before/--after, not both")
+    if pair:
+        if len(pair) != 2:
+            raise click.UsageError("diff compares two logs: vtriage diff BEFORE AFTER "
+                                   "(several files per side: --before F --before G --after H)")
+        before, after = (pair[0],), (pair[1],)
+    if not before or not after:
+        raise click.UsageError("diff needs both sides: vtriage diff BEFORE AFTER")
+    if (before + after).count("-") > 1:
+        raise click.UsageError("stdin (-) can be given only once")
+    kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
+    comparison = compare(_log_report(before, kit, no_redact), _log_report(after, kit, no_redact), kit.rules.classes)
+    text = (render_diff_json if fmt == "json" else render_diff_text)(comparison)
+    if output:
+        write_atomically(output, text, before + after)
+    else:
+        click.echo(text, nl=False)
+    sys.exit(exit_code_for(comparison.after.diagnosis.verdict))
 
 
 @cli.command("explain")
