@@ -18,6 +18,7 @@ from . import __version__
 from .errors import InputError, TriageError
 from .gate import verdicts_failing
 from .metricparse import MetricSample, parse_exposition
+from .alerts import AlertSpec, header_lines, metric_names, render
 from .diff import compare
 from .model import VERDICTS, InputSummary, Report
 from .pipeline import Toolkit, build_report, metrics_input, parse_inputs
@@ -25,7 +26,7 @@ from .redact import Redactor
 from .render import RENDERERS
 from .render.diff import render_diff_json, render_diff_text
 from .ruleset import load_rules
-from .runbooks import resolve_topic, runbook_text
+from .runbooks import resolve_topic, runbook_link, runbook_text
 from .signatures import load_signatures
 from .sources import open_log, read_small_text
 from .timewindow import apply_window, utc_now, with_window
@@ -249,6 +250,65 @@ def diff_command(pair: tuple[str, ...], before: tuple[str, ...], after: tuple[st
     else:
         click.echo(text, nl=False)
     sys.exit(exit_code_for(comparison.after.diagnosis.verdict))
+
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+
+
+@cli.command("alerts")
+@click.argument("files", nargs=-1, metavar="[LOG...]")
+@click.option("--format", "kind", type=click.Choice(["prometheusrule", "rules"]), default="prometheusrule",
+              show_default=True, help="A PrometheusRule (Prometheus Operator CRD) or a plain Prometheus rules file.")
+@click.option("--namespace", metavar="NS", help="The PrometheusRule's namespace; also limits every series to it.")
+@click.option("--container", default=".*vllm.*", show_default=True, metavar="REGEX",
+              help="kube-state-metrics container label of the vLLM server, for the restart alert.")
+@click.option("--vllm-version", metavar="X.Y.Z", help="Use this version's metric names instead of the log's.")
+@click.option("--engine", type=click.Choice(["v0", "v1"]), help="The engine generation, when the log does not say.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+              help="Extra PrometheusRule label, e.g. release=kube-prometheus-stack for its ruleSelector.")
+@click.option("-o", "--output", metavar="PATH", help="Write the rules to PATH (atomically).")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR.")
+@_config_options
+def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, container: str,
+                   vllm_version: str | None, engine: str | None, labels: tuple[str, ...], output: str | None,
+                   rules_dir: str | None, config_path: str | None, no_config: bool, ignore: tuple[str, ...]) -> None:
+    """Print alert rules that would catch LOG's failure next time: KV cache near full, preemption rate,
+    a growing queue, restarts; with the metric names of the vLLM version in LOG (or --vllm-version)."""
+    import re
+    if namespace is not None and not re.fullmatch(_DNS_LABEL, namespace):
+        raise click.UsageError(f"--namespace {namespace!r} is not a Kubernetes namespace name (lower case, digits, -)")
+    if '"' in container or "\\" in container:
+        raise click.UsageError("--container is a regular expression without quotes or backslashes")
+    try:
+        re.compile(container)
+    except re.error as exc:
+        raise click.UsageError(f"--container {container!r} is not a regular expression: {exc}") from None
+    extra = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", key):
+            raise click.UsageError(f"--label {item!r}: write KEY=VALUE with a Kubernetes label key")
+        extra[key] = value
+    kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
+    report = _log_report(files, kit, no_redact=False) if files else None
+    facts = report.diagnosis.facts if report else {}
+    version = vllm_version or (facts["vllm_version"].value if "vllm_version" in facts else None)
+    engine = engine or (facts["engine"].value if "engine" in facts else None)
+    source = ("vLLM version given with --vllm-version" if vllm_version else
+              "vLLM version read from the log" if version else
+              "no vLLM version known: the rules watch both KV usage names (give a log or --vllm-version)")
+
+    def runbook_for(verdict: str) -> tuple[str, str | None]:
+        return kit.rules.classes[verdict].runbook, runbook_link(verdict, kit.rules, kit.runbook_url) if kit.runbook_url else None
+
+    spec = AlertSpec(namespace=namespace, container=container, verdict=report.diagnosis.verdict if report else None,
+                     runbook=runbook_for, labels=extra,
+                     header=header_lines(files, report.diagnosis.verdict if report else None, source))
+    text = render(kind, metric_names(version, engine), spec)
+    if output:
+        write_atomically(output, text, files)
+    else:
+        click.echo(text, nl=False)
 
 
 @cli.command("explain")
