@@ -17,6 +17,8 @@ import click
 from . import __version__
 from .errors import InputError, TriageError
 from .gate import verdicts_failing
+from .gpu import GpuSnapshot, import_nvml, probe, snapshot_facts, snapshot_json
+from .gpusmi import read_gpu_input
 from .metricparse import MetricSample, parse_exposition
 from .alerts import AlertSpec, header_lines, metric_names, render
 from .diff import compare
@@ -25,6 +27,7 @@ from .pipeline import Toolkit, build_report, metrics_input, parse_inputs
 from .redact import Redactor
 from .render import RENDERERS
 from .render.diff import render_diff_json, render_diff_text
+from .render.gpu import render_gpu_text
 from .ruleset import load_rules
 from .runbooks import resolve_topic, runbook_link, runbook_text
 from .signatures import load_signatures
@@ -144,18 +147,31 @@ def cli() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on stdout: the exit code is the answer (-o still writes).")
 @_config_options
 @_window_options
+@click.option("--gpu-snapshot", metavar="FILE",
+              help="GPU memory and processes as external-pressure evidence: `vtriage gpu --json` output, "
+                   "or pasted nvidia-smi text / --query-compute-apps CSV.")
+@click.option("--probe-gpu", is_flag=True, help="Ask this node's GPUs (NVML) for the same evidence, now.")
+@click.option("--vllm-pid", "vllm_pids", multiple=True, type=int, metavar="PID",
+              help="The vLLM server's process (repeat); with it, every other GPU process counts as external.")
 def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
              metrics_files: tuple[str, ...], no_redact: bool, fail_on: tuple[str, ...], quiet: bool,
              config_path: str | None, no_config: bool, ignore: tuple[str, ...],
-             since: str | None, until: str | None) -> None:
+             since: str | None, until: str | None, gpu_snapshot: str | None, probe_gpu: bool,
+             vllm_pids: tuple[int, ...]) -> None:
     """Diagnose FILE... (use - for stdin). Several files are read as one incident."""
     if not files and not metrics_files:
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
     if files.count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
+    if gpu_snapshot and probe_gpu:
+        raise click.UsageError("--gpu-snapshot and --probe-gpu are two sources of the same evidence; give one")
+    if vllm_pids and not (gpu_snapshot or probe_gpu):
+        raise click.UsageError("--vllm-pid says which GPU process is vLLM: it needs --gpu-snapshot or --probe-gpu")
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
+    snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
+    gpu_facts, gpu_warnings = snapshot_facts(snapshot) if snapshot else ({}, [])
     samples: list[MetricSample] = []
     metric_inputs: list[InputSummary] = []
     for scrape, path in enumerate(metrics_files):
@@ -169,7 +185,10 @@ def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: st
     if since or until:
         parsed, samples, window, window_warnings = apply_window(parsed, samples, since, until, utc_now(),
                                                                        kit.signatures)
-    report = build_report(parsed, kit, redactor, samples, metric_inputs)
+    report = build_report(parsed, kit, redactor, samples, metric_inputs, gpu_facts)
+    if snapshot is not None:
+        report = dataclasses.replace(report, inputs=report.inputs + (gpu_input(snapshot),),
+                                     warnings=report.warnings + tuple(gpu_warnings))
     if window is not None:
         report = with_window(report, window, window_warnings)
     if config.expired:
@@ -207,6 +226,45 @@ def rules_command(rules_dir: str | None, show: str) -> None:
                 walk(kit.rules.children.get(node.id, ()), depth + 1)
         walk(kit.rules.roots, 0)
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
+
+
+def _gpu_snapshot(path: str | None, probe_now: bool, vllm_pids: Sequence[int]) -> GpuSnapshot | None:
+    if path:
+        return read_gpu_input(read_small_text(path), path, vllm_pids)
+    if probe_now:
+        return probe(import_nvml(), vllm_pids)
+    return None
+
+
+def gpu_input(snap: GpuSnapshot) -> InputSummary:
+    rows = len(snap.devices) + len(snap.processes)
+    return InputSummary(path=snap.path, kind="gpu", lines_read=snap.lines or rows, lines_recognised=rows,
+                        vllm_lines=sum(1 for p in snap.processes if p.vllm))
+
+
+@cli.command("gpu")
+@click.option("--json", "as_json", is_flag=True, help="Print a snapshot file for `vtriage LOG --gpu-snapshot FILE`.")
+@click.option("--from", "from_file", metavar="FILE",
+              help="Read pasted nvidia-smi output (or a snapshot) instead of asking this node's GPUs.")
+@click.option("--vllm-pid", "vllm_pids", multiple=True, type=int, metavar="PID",
+              help="The vLLM server's process (repeat); it and its children are vLLM, everything else is not.")
+@click.option("-o", "--output", metavar="PATH", help="Write to PATH (atomically) instead of stdout.")
+def gpu_command(as_json: bool, from_file: str | None, vllm_pids: tuple[int, ...], output: str | None) -> None:
+    """List each GPU's memory and the processes holding it, flagging those that are not vLLM.
+
+    Run it on the GPU node (NVML, from `pip install 'vtriage[gpu]'`). Exit codes: 0 only vLLM holds
+    memory, 1 another process does, 3 a process cannot be told apart from vLLM, 4 no GPU, driver or
+    nvidia-ml-py here."""
+    snap = _gpu_snapshot(from_file, not from_file, vllm_pids)
+    assert snap is not None
+    text = snapshot_json(snap) if as_json else render_gpu_text(snap)
+    if output:
+        write_atomically(output, text, (from_file,) if from_file else ())
+    else:
+        click.echo(text, nl=False)
+    if any(p.vllm is False and (p.used_mib is None or p.used_mib > 0) for p in snap.processes):
+        sys.exit(EXIT_PROBLEM)
+    sys.exit(EXIT_INCONCLUSIVE if any(p.vllm is None for p in snap.processes) else EXIT_HEALTHY)
 
 
 def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from . import __version__
 from .engine import diagnose
@@ -53,8 +53,10 @@ def _resequenced(events: list[LogEvent]) -> list[LogEvent]:
 
 
 def diagnose_attempts(attempts: list[Attempt], kit: Toolkit, log_vllm_lines: int | None,
-                      metric_facts: dict[str, Fact] | None = None) -> list[Diagnosis]:
-    """One diagnosis per attempt. Metrics describe the server as it is now: the last attempt."""
+                      metric_facts: dict[str, Fact] | None = None,
+                      gpu_facts: Mapping[str, Fact] | None = None) -> list[Diagnosis]:
+    """One diagnosis per attempt. Metrics and a GPU snapshot describe the server as it is now: the
+    last attempt. The snapshot only fills figures the log and metrics do not give."""
     results = []
     earlier: list[LogEvent] = []
     for index, attempt in enumerate(attempts):
@@ -63,6 +65,8 @@ def diagnose_attempts(attempts: list[Attempt], kit: Toolkit, log_vllm_lines: int
             facts["vllm_lines"] = Fact("vllm_lines", log_vllm_lines, FACTS["vllm_lines"].unit)
         if metric_facts and index == len(attempts) - 1:
             facts = merge_facts(facts, metric_facts)
+        if gpu_facts and index == len(attempts) - 1:
+            facts = {**gpu_facts, **facts}
         results.append(diagnose(kit.rules, facts, {s.rule_id: s for s in kit.suppressions}))
         earlier.extend(attempt.events)
     return results
@@ -74,13 +78,14 @@ def metrics_input(path: str, samples: Sequence[MetricSample], lines: int) -> Inp
 
 
 def build_report(parsed: Sequence[ParsedInput], kit: Toolkit, redactor: Redactor,
-                 metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = ()) -> Report:
+                 metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = (),
+                 gpu_facts: Mapping[str, Fact] | None = None) -> Report:
     """Diagnose every attempt; the report leads with the last one, the one on call cares about."""
     events = _resequenced(merge_events([p.events for p in parsed]))
     attempts = split_attempts(events, kit.signatures)
     vllm_lines = sum(p.summary.vllm_lines for p in parsed) if parsed else None
     metric_facts = extract_metric_facts(metric_samples) if metric_samples or metric_inputs else None
-    diagnoses = diagnose_attempts(attempts, kit, vllm_lines, metric_facts)
+    diagnoses = diagnose_attempts(attempts, kit, vllm_lines, metric_facts, gpu_facts)
     last = diagnoses[-1]
     summaries = tuple(
         AttemptSummary(index=a.index, first=a.events[0].source if a.events else None,
