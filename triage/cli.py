@@ -28,8 +28,10 @@ from .redact import Redactor
 from .render import RENDERERS
 from .render.diff import render_diff_json, render_diff_text
 from .render.gpu import render_gpu_text
+from .render.selftest import render_selftest_json, render_selftest_text
 from .ruleset import load_rules
 from .runbooks import resolve_topic, runbook_link, runbook_text
+from .selftest import bundled_fixtures, run_selftest
 from .signatures import load_signatures
 from .sources import open_log, read_small_text
 from .timewindow import apply_window, utc_now, with_window
@@ -367,6 +369,26 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
         write_atomically(output, text, files)
     else:
         click.echo(text, nl=False)
+
+
+@cli.command("selftest")
+@click.option("--fixtures", "fixtures_dir", metavar="DIR",
+              help="Check the logs in DIR (DIR/manifest.toml and DIR/logs/GEN/*.log) instead of the bundled ones.")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-v", "--verbose", is_flag=True, help="List every fixture, not only the failures.")
+def selftest_command(fixtures_dir: str | None, rules_dir: str | None, fmt: str, verbose: bool) -> None:
+    """Diagnose the bundled fixture logs (each verdict in each vLLM generation) and print a pass/fail
+    table: one command to check an install, a rules change, or logs of a new vLLM version.
+    Exit 0 when every fixture passes, 1 when one does not."""
+    directory = Path(fixtures_dir) if fixtures_dir else bundled_fixtures()
+    if fixtures_dir and not directory.is_dir():
+        raise InputError(fixtures_dir, "is not a directory", "give a folder holding manifest.toml and logs/")
+    results = run_selftest(load_toolkit(rules_dir), directory)
+    text = (render_selftest_json if fmt == "json" else render_selftest_text)(results, verbose=verbose,
+                                                                               source=str(directory))
+    click.echo(text, nl=False)
+    sys.exit(EXIT_HEALTHY if all(r.passed for r in results) else EXIT_PROBLEM)
 
 
 @cli.command("explain")
