@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
 from conftest import FIXTURES, run_cli
+from test_docs import SCHEMA
 
 BEFORE = FIXTURES / "logs" / "v1" / "kv_cache_too_small-qwen25-7b-yarn-128k-l4-est-maxlen.log"
 PREEMPTING = str(FIXTURES / "logs" / "v1" / "preemption_slowdown-qwen3-32b-h200-preemptions-in-stats.log")
@@ -56,6 +58,8 @@ def test_the_other_way_round_is_a_regression_and_exits_like_the_after_log(after)
 
 def test_json_has_each_side_and_the_rows(after):
     data = json.loads(run_cli("diff", "--format", "json", str(BEFORE), after).stdout)
+    jsonschema.validate(data["before"], SCHEMA)
+    jsonschema.validate(data["after"], SCHEMA)
     assert data["outcome"] == "fixed" and data["before"]["verdict"] == "kv_cache_too_small"
     assert data["after"]["verdict"] == "healthy"
     row = next(r for r in data["settings_changed"] if r["fact"] == "max_model_len")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from triage.errors import InputError
@@ -16,6 +17,7 @@ from triage.gpu import GpuUnavailable, probe, snapshot_facts
 from triage.gpusmi import parse_nvidia_smi, read_gpu_input
 
 from conftest import ROOT, SHARED, run_cli
+from test_docs import SCHEMA
 
 DATA = ROOT / "tests" / "data" / "gpu"
 FAKE = ROOT / "tests" / "fake_nvml"
@@ -203,6 +205,7 @@ def test_a_snapshot_turns_an_undecided_oom_into_external_pressure(node, tmp_path
     where = ref["facts"]["other_processes_gib"]["evidence"][0]
     assert where["source"] == str(snapshot) and f'"pid": {notebook},' in lines[where["line"] - 1]
     assert any(i["kind"] == "gpu" and i["path"] == str(snapshot) for i in ref["inputs"])
+    jsonschema.validate(ref, SCHEMA)
 
 
 def test_pasted_nvidia_smi_is_evidence_too(tmp_path):

@@ -6,6 +6,7 @@ import json
 import re
 from datetime import datetime, timedelta
 
+import jsonschema
 import pytest
 
 from triage.errors import InputError
@@ -13,6 +14,7 @@ from triage.model import LogEvent, SourceRef
 from triage.timewindow import parse_time, resolve_times, window_bounds
 
 from conftest import FIXTURES, run_cli
+from test_docs import SCHEMA
 
 PREEMPTING = str(FIXTURES / "logs" / "v1" / "preemption_slowdown-qwen3-32b-h200-preemptions-in-stats.log")
 
@@ -83,7 +85,10 @@ def test_a_duration_counts_back_from_until_or_the_end():
 
 def _data(*args):
     result = run_cli(*args, "--format", "json")
-    return result.returncode, json.loads(result.stdout) if result.stdout else None, result.stderr.decode()
+    data = json.loads(result.stdout) if result.stdout else None
+    if data is not None:
+        jsonschema.validate(data, SCHEMA)
+    return result.returncode, data, result.stderr.decode()
 
 
 def test_since_keeps_the_last_minutes_and_the_startups_settings():

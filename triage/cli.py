@@ -1,6 +1,7 @@
 """The command line: the only module that knows about click, the terminal and exit codes.
 
-Exit codes: 0 healthy, 1 a problem diagnosed, 2 usage or input error, 3 inconclusive or no vLLM output.
+Exit codes: 0 healthy, 1 a problem diagnosed, 2 usage or input error, 3 inconclusive or no vLLM output;
+with --fail-on, 1 when the verdict matches and 0 otherwise. `vtriage gpu` adds 4: no GPU, driver or NVML here.
 """
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from typing import Sequence
 import click
 
 from . import __version__
+from .alerts import AlertSpec, header_lines, metric_names, render
+from .diff import compare
 from .errors import InputError, TriageError
 from .gate import verdicts_failing
 from .gpu import GpuSnapshot, import_nvml, probe, snapshot_facts, snapshot_json
 from .gpusmi import read_gpu_input
 from .metricparse import MetricSample, parse_exposition
-from .alerts import AlertSpec, header_lines, metric_names, render
-from .diff import compare
 from .model import VERDICTS, InputSummary, Report
 from .pipeline import Toolkit, build_report, metrics_input, parse_inputs
 from .redact import Redactor
@@ -34,8 +35,8 @@ from .runbooks import resolve_topic, runbook_link, runbook_text
 from .selftest import bundled_fixtures, run_selftest
 from .signatures import load_signatures
 from .sources import open_log, read_small_text
-from .timewindow import apply_window, utc_now, with_window
 from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
+from .timewindow import apply_window, utc_now, with_window
 
 EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -197,7 +198,7 @@ def diagnose(files: tuple[str, ...], fmt: str, output: str | None, rules_dir: st
         report = dataclasses.replace(report, warnings=report.warnings + expiry_warnings(config))
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
-        write_atomically(output, text, files + metrics_files)
+        write_atomically(output, text, files + metrics_files + ((gpu_snapshot,) if gpu_snapshot else ()))
     elif not quiet:
         click.echo(text, nl=False)
     verdict = report.diagnosis.verdict
@@ -257,8 +258,8 @@ def gpu_command(as_json: bool, from_file: str | None, vllm_pids: tuple[int, ...]
     Run it on the GPU node (NVML, from `pip install 'vtriage[gpu]'`). Exit codes: 0 only vLLM holds
     memory, 1 another process does, 3 a process cannot be told apart from vLLM, 4 no GPU, driver or
     nvidia-ml-py here."""
-    snap = _gpu_snapshot(from_file, not from_file, vllm_pids)
-    assert snap is not None
+    snap = read_gpu_input(read_small_text(from_file), from_file, vllm_pids) if from_file else \
+        probe(import_nvml(), vllm_pids)
     text = snapshot_json(snap) if as_json else render_gpu_text(snap)
     if output:
         write_atomically(output, text, (from_file,) if from_file else ())
