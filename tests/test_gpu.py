@@ -221,11 +221,13 @@ def test_pasted_nvidia_smi_is_evidence_too(tmp_path):
     assert "Stop or move the other process(es) holding 14.98 GiB on this GPU" in out
 
 
-def test_without_nvidia_ml_py_it_says_so_in_one_line():
-    code = "import sys; sys.modules['pynvml'] = None; from triage.cli import main; main(['gpu'])"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
+@pytest.mark.parametrize("args", [["gpu"], ["-", "--probe-gpu"]])
+def test_without_nvidia_ml_py_it_says_so_in_one_line(args):
+    code = f"import sys; sys.modules['pynvml'] = None; from triage.cli import main; main({args!r})"
+    result = subprocess.run([sys.executable, "-c", code], input=UNPLACED_OOM.encode(), capture_output=True,
+                            cwd=ROOT, timeout=60)
     err = result.stderr.decode()
-    assert result.returncode == 4 and err.count("\n") == 1
+    assert result.returncode == 4 and err.count("\n") == 1 and result.stdout == b""
     assert "nvidia-ml-py is not installed (hint: pip install 'vtriage[gpu]'" in err
 
 

@@ -87,7 +87,17 @@ def test_a_class_file_with_an_unknown_severity_is_refused(tmp_path):
     assert result.returncode == 2 and "healthy.toml: severity: unknown severity 'fine'" in err and "ok, info" in err
 
 
-def test_the_verdicts_page_lists_each_severity_as_the_class_files_set_it(kit):
+def test_the_verdicts_page_and_each_runbook_give_the_severity_the_class_file_sets(kit):
     text = (ROOT / "docs" / "verdicts.md").read_text()
     for verdict, cls in kit.rules.classes.items():
         assert f"| `{verdict}` | {cls.severity} | [runbooks/{verdict}.md](runbooks/{verdict}.md) |" in text
+        assert f"\nSeverity: **{cls.severity}**" in (RUNBOOKS / f"{verdict}.md").read_text()
+
+
+def test_each_page_names_the_alerts_that_catch_its_verdict():
+    from triage.alerts import CATCHES
+    for verdict in VERDICTS:
+        text = (RUNBOOKS / f"{verdict}.md").read_text()
+        m = re.search(r"Alerts that catch it \(`vtriage alerts`\): (.+?)\.?\n", text)
+        named = re.findall(r"`(VLLM\w+)`", m[1]) if m else []
+        assert sorted(named) == sorted(CATCHES.get(verdict, ())), verdict
