@@ -1,28 +1,44 @@
 """The command line: the only module that knows about click, the terminal and exit codes.
 
-Exit codes: 0 healthy, 1 a problem diagnosed, 2 usage or input error, 3 inconclusive or no vLLM output.
+Exit codes: 0 healthy, 1 a problem diagnosed, 2 usage or input error, 3 inconclusive or no vLLM output;
+with --fail-on, 1 when the verdict matches and 0 otherwise. `vtriage gpu` adds 4: no GPU, driver or NVML here.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
 from typing import Sequence
 
 import click
 
 from . import __version__
+from .alerts import AlertSpec, header_lines, metric_names, render
+from .diff import compare
 from .errors import InputError, TriageError
+from .gate import verdicts_failing
+from .gpu import GpuSnapshot, import_nvml, probe, snapshot_facts, snapshot_json
+from .gpusmi import read_gpu_input
 from .httpget import HttpOptions, parse_header
 from .metricinputs import MetricsRead, read_files, read_prometheus, read_urls
+from .model import VERDICTS, InputSummary, Report
 from .pipeline import Toolkit, build_report
 from .redact import Redactor
 from .render import RENDERERS
+from .render.diff import render_diff_json, render_diff_text
+from .render.gpu import render_gpu_text
+from .render.selftest import render_selftest_json, render_selftest_text
 from .ruleset import load_rules
+from .runbooks import resolve_topic, runbook_link, runbook_text
+from .selftest import bundled_fixtures, run_selftest
 from .signatures import load_signatures
-from .sources import open_log
+from .sources import open_log, read_small_text
+from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
+from .timewindow import utc_now
 
 EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -38,6 +54,28 @@ def exit_code_for(verdict: str) -> int:
 def load_toolkit(rules_dir: str | None) -> Toolkit:
     directory = Path(rules_dir) if rules_dir else None
     return Toolkit(rules=load_rules(directory), signatures=load_signatures(directory / "signatures" if directory else None))
+
+
+def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool, ignore: Sequence[str]) -> tuple[Toolkit, Config]:
+    """The toolkit with the suppressions and runbook URL of .vtriage.toml (found, or --config) and --ignore."""
+    if config_path and no_config:
+        raise click.UsageError("--config and --no-config contradict each other; give one")
+    path = Path(config_path) if config_path else None if no_config else find_config(Path.cwd(), Path.home())
+    if config_path and not Path(config_path).is_file():
+        raise InputError(config_path, "no such config file", f"create it, or drop --config to use the nearest {CONFIG_NAME}")
+    config = load_config(path, kit.rules, date.today()) if path else Config(None)
+    config = with_ignored(config, ignore, kit.rules)
+    return dataclasses.replace(kit, suppressions=config.suppressions, runbook_url=config.runbook_url), config
+
+
+def _config_options(fn):
+    """--config, --no-config and --ignore, shared by the commands that diagnose."""
+    fn = click.option("--ignore", "ignore", multiple=True, metavar="RULE",
+                      help="Suppress RULE (a rule id from `vtriage rules`): listed as SUPPRESSED, never decides.")(fn)
+    fn = click.option("--no-config", is_flag=True, help=f"Do not read {CONFIG_NAME}.")(fn)
+    fn = click.option("--config", "config_path", metavar="PATH",
+                      help=f"Read suppressions from PATH instead of the nearest {CONFIG_NAME} (up to the git root or home).")(fn)
+    return fn
 
 
 def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
@@ -127,7 +165,7 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
     if len(given) > 1:
         raise click.UsageError(f"{' and '.join(given)} are different sources of metrics; give one")
     if not o["prometheus_url"]:
-        for flag in ("selector", "job", "instance", "since", "until", "at", "step"):
+        for flag in ("selector", "job", "instance", "at", "step"):
             if o[flag]:
                 raise click.UsageError(f"--{flag} selects series in Prometheus: it needs --prometheus URL")
     if o["insecure"] and o["ca_cert"]:
@@ -178,36 +216,69 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
               help="PromQL label matchers for --prometheus, e.g. '{namespace=\"llm\",pod=~\"vllm-.*\"}'.")
 @click.option("--job", metavar="JOB", help="Shorthand for a job=\"JOB\" matcher.")
 @click.option("--instance", metavar="INSTANCE", help="Shorthand for an instance=\"INSTANCE\" matcher.")
-@click.option("--since", metavar="DURATION|TIME", help="Start of the window: a duration before --until (default 1h) or a time.")
-@click.option("--until", metavar="TIME", help="End of the window (default now): RFC 3339, Unix seconds or now.")
+@click.option("--since", metavar="TIME|DURATION",
+              help="Start of the window: a time (2026-11-30T10:00, '11-30 10:00', 10:00) or a duration (1h, 30m) before "
+                   "--until, else before the end of the log (with --prometheus: before now; default 1h there).")
+@click.option("--until", metavar="TIME|DURATION",
+              help="End of the window: a time, or a duration before the end of the log (with --prometheus: now).")
 @click.option("--at", metavar="TIME", help="One instant instead of a window, like a single /metrics snapshot then.")
 @click.option("--step", metavar="DURATION", help="Query resolution (default: the window / 240, at least 1 s).")
 @click.option("--no-redact", is_flag=True, help="Show secrets (API keys, tokens) in the report instead of ***.")
 @click.option("--redact-prompts", is_flag=True, help="Also mask prompt and completion text in evidence lines.")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="VERDICT|SEVERITY",
+              help="Exit 1 when the verdict is one of these (or a severity at least this bad: ok, info, warning, "
+                   "critical), else 0; comma-separated or repeated. For CI and runbook gates.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on stdout: the exit code is the answer (-o still writes).")
+@_config_options
+@click.option("--gpu-snapshot", metavar="FILE",
+              help="GPU memory and processes as external-pressure evidence: `vtriage gpu --json` output, "
+                   "or pasted nvidia-smi text / --query-compute-apps CSV.")
+@click.option("--probe-gpu", is_flag=True, help="Ask this node's GPUs (NVML) for the same evidence, now.")
+@click.option("--vllm-pid", "vllm_pids", multiple=True, type=int, metavar="PID",
+              help="The vLLM server's process (repeat); with it, every other GPU process counts as external.")
 @click.pass_context
 def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
-             no_redact: bool, redact_prompts: bool, **metric_options) -> None:
+             no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...], quiet: bool,
+             config_path: str | None, no_config: bool, ignore: tuple[str, ...], gpu_snapshot: str | None,
+             probe_gpu: bool, vllm_pids: tuple[int, ...], **metric_options) -> None:
     """Diagnose FILE... (use - for stdin). Several files are read as one incident; metrics join them."""
     metrics_files = metric_options["metrics_files"]
     if not files and not any(metric_options[k] for k in ("metrics_files", "metrics_urls", "prometheus_url")):
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
     if (files + metrics_files).count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
-    kit = load_toolkit(rules_dir)
+    if gpu_snapshot and probe_gpu:
+        raise click.UsageError("--gpu-snapshot and --probe-gpu are two sources of the same evidence; give one")
+    if vllm_pids and not (gpu_snapshot or probe_gpu):
+        raise click.UsageError("--vllm-pid says which GPU process is vLLM: it needs --gpu-snapshot or --probe-gpu")
+    kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
+    failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
+    snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
+    gpu_facts, gpu_warnings = snapshot_facts(snapshot) if snapshot else ({}, [])
     metrics = _read_metrics(ctx, metric_options)
     redactor = Redactor(enabled=not no_redact, prompts=redact_prompts)
-    if sys.stderr.isatty():
+    if sys.stderr.isatty() and not quiet:
         for inp in inputs:
             inp.progress = ProgressLine(inp.name, inp.size)
+    since, until = metric_options["since"], metric_options["until"]
+    window = (since, until, utc_now()) if (since or until) and not metric_options["prometheus_url"] else None
     report = build_report(inputs, kit, redactor, metrics.samples if metrics else (), metrics.inputs if metrics else (),
-                          metrics.origin if metrics else None, metrics.warnings if metrics else ())
+                          metrics.origin if metrics else None, metrics.warnings if metrics else (), gpu_facts, window)
+    if snapshot is not None:
+        report = dataclasses.replace(report, inputs=report.inputs + (gpu_input(snapshot),),
+                                     warnings=report.warnings + tuple(gpu_warnings))
+    if config.expired:
+        report = dataclasses.replace(report, warnings=report.warnings + expiry_warnings(config))
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
-        write_atomically(output, text, files + metrics_files)
-    else:
+        write_atomically(output, text, files + metrics_files + ((gpu_snapshot,) if gpu_snapshot else ()))
+    elif not quiet:
         click.echo(text, nl=False)
-    sys.exit(exit_code_for(report.diagnosis.verdict))
+    verdict = report.diagnosis.verdict
+    if failing is not None:
+        sys.exit(EXIT_PROBLEM if verdict in failing else EXIT_HEALTHY)
+    sys.exit(exit_code_for(verdict))
 
 
 @cli.command("rules")
@@ -393,6 +464,182 @@ def check_command(model_config: str | None, from_log: str | None, gpu_memory_gib
     scenario = check(_spec(model_config), facts, gpu_memory_gib, Settings().replace(**changes), changes, lengths,
                      vllm_version, sliding_window=not disable_sliding_window, max_gpus=gpus)
     _emit(scenario, "check", fmt, output, tuple(p for p in (model_config, from_log, *metrics_files) if p))
+
+
+def _gpu_snapshot(path: str | None, probe_now: bool, vllm_pids: Sequence[int]) -> GpuSnapshot | None:
+    if path:
+        return read_gpu_input(read_small_text(path), path, vllm_pids)
+    if probe_now:
+        return probe(import_nvml(), vllm_pids)
+    return None
+
+
+def gpu_input(snap: GpuSnapshot) -> InputSummary:
+    rows = len(snap.devices) + len(snap.processes)
+    return InputSummary(path=snap.path, kind="gpu", lines_read=snap.lines or rows, lines_recognised=rows,
+                        vllm_lines=sum(1 for p in snap.processes if p.vllm))
+
+
+@cli.command("gpu")
+@click.option("--json", "as_json", is_flag=True, help="Print a snapshot file for `vtriage LOG --gpu-snapshot FILE`.")
+@click.option("--from", "from_file", metavar="FILE",
+              help="Read pasted nvidia-smi output (or a snapshot) instead of asking this node's GPUs.")
+@click.option("--vllm-pid", "vllm_pids", multiple=True, type=int, metavar="PID",
+              help="The vLLM server's process (repeat); it and its children are vLLM, everything else is not.")
+@click.option("-o", "--output", metavar="PATH", help="Write to PATH (atomically) instead of stdout.")
+def gpu_command(as_json: bool, from_file: str | None, vllm_pids: tuple[int, ...], output: str | None) -> None:
+    """List each GPU's memory and the processes holding it, flagging those that are not vLLM.
+
+    Run it on the GPU node (NVML, from `pip install 'vtriage[gpu]'`). Exit codes: 0 only vLLM holds
+    memory, 1 another process does, 3 a process cannot be told apart from vLLM, 4 no GPU, driver or
+    nvidia-ml-py here."""
+    snap = read_gpu_input(read_small_text(from_file), from_file, vllm_pids) if from_file else \
+        probe(import_nvml(), vllm_pids)
+    text = snapshot_json(snap) if as_json else render_gpu_text(snap)
+    if output:
+        write_atomically(output, text, (from_file,) if from_file else ())
+    else:
+        click.echo(text, nl=False)
+    if any(p.vllm is False and (p.used_mib is None or p.used_mib > 0) for p in snap.processes):
+        sys.exit(EXIT_PROBLEM)
+    sys.exit(EXIT_INCONCLUSIVE if any(p.vllm is None for p in snap.processes) else EXIT_HEALTHY)
+
+
+def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:
+    """The report of log files alone (no metrics), as `vtriage FILE...` would give it."""
+    redactor = Redactor(enabled=not no_redact)
+    return build_report([open_log(path) for path in files], kit, redactor)
+
+
+@cli.command("diff")
+@click.argument("pair", nargs=-1, metavar="BEFORE AFTER")
+@click.option("-b", "--before", "before", multiple=True, metavar="FILE",
+              help="A log from before the change; repeat for several files of one run.")
+@click.option("-a", "--after", "after", multiple=True, metavar="FILE",
+              help="A log from after the change; repeat for several files of one run.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", metavar="PATH", help="Write the comparison to PATH (atomically).")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR.")
+@click.option("--no-redact", is_flag=True, help="Show secrets in the output instead of ***.")
+@_config_options
+def diff_command(pair: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...], fmt: str,
+                 output: str | None, rules_dir: str | None, no_redact: bool, config_path: str | None,
+                 no_config: bool, ignore: tuple[str, ...]) -> None:
+    """Did the fix work? Compare the server's log BEFORE and AFTER a change: verdict, KV headroom,
+    preemption, concurrency and settings, side by side. Exits as `vtriage AFTER` would."""
+    if pair and (before or after):
+        raise click.UsageError("give BEFORE AFTER, or --before/--after, not both")
+    if pair:
+        if len(pair) != 2:
+            raise click.UsageError("diff compares two logs: vtriage diff BEFORE AFTER "
+                                   "(several files per side: --before F --before G --after H)")
+        before, after = (pair[0],), (pair[1],)
+    if not before or not after:
+        raise click.UsageError("diff needs both sides: vtriage diff BEFORE AFTER")
+    if (before + after).count("-") > 1:
+        raise click.UsageError("stdin (-) can be given only once")
+    kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
+    comparison = compare(_log_report(before, kit, no_redact), _log_report(after, kit, no_redact), kit.rules.classes)
+    text = (render_diff_json if fmt == "json" else render_diff_text)(comparison)
+    if output:
+        write_atomically(output, text, before + after)
+    else:
+        click.echo(text, nl=False)
+    sys.exit(exit_code_for(comparison.after.diagnosis.verdict))
+
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+
+
+@cli.command("alerts")
+@click.argument("files", nargs=-1, metavar="[LOG...]")
+@click.option("--format", "kind", type=click.Choice(["prometheusrule", "rules"]), default="prometheusrule",
+              show_default=True, help="A PrometheusRule (Prometheus Operator CRD) or a plain Prometheus rules file.")
+@click.option("--namespace", metavar="NS", help="The PrometheusRule's namespace; also limits every series to it.")
+@click.option("--container", default=".*vllm.*", show_default=True, metavar="REGEX",
+              help="kube-state-metrics container label of the vLLM server, for the restart alert.")
+@click.option("--vllm-version", metavar="X.Y.Z", help="Use this version's metric names instead of the log's.")
+@click.option("--engine", type=click.Choice(["v0", "v1"]), help="The engine generation, when the log does not say.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+              help="Extra PrometheusRule label, e.g. release=kube-prometheus-stack for its ruleSelector.")
+@click.option("-o", "--output", metavar="PATH", help="Write the rules to PATH (atomically).")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR.")
+@_config_options
+def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, container: str,
+                   vllm_version: str | None, engine: str | None, labels: tuple[str, ...], output: str | None,
+                   rules_dir: str | None, config_path: str | None, no_config: bool, ignore: tuple[str, ...]) -> None:
+    """Print alert rules that would catch LOG's failure next time: KV cache near full, preemption rate,
+    a growing queue, restarts; with the metric names of the vLLM version in LOG (or --vllm-version)."""
+    import re
+    if namespace is not None and not re.fullmatch(_DNS_LABEL, namespace):
+        raise click.UsageError(f"--namespace {namespace!r} is not a Kubernetes namespace name (lower case, digits, -)")
+    if '"' in container or "\\" in container:
+        raise click.UsageError("--container is a regular expression without quotes or backslashes")
+    try:
+        re.compile(container)
+    except re.error as exc:
+        raise click.UsageError(f"--container {container!r} is not a regular expression: {exc}") from None
+    extra = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", key):
+            raise click.UsageError(f"--label {item!r}: write KEY=VALUE with a Kubernetes label key")
+        extra[key] = value
+    kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
+    report = _log_report(files, kit, no_redact=False) if files else None
+    facts = report.diagnosis.facts if report else {}
+    version = vllm_version or (facts["vllm_version"].value if "vllm_version" in facts else None)
+    engine = engine or (facts["engine"].value if "engine" in facts else None)
+    source = ("vLLM version given with --vllm-version" if vllm_version else
+              "vLLM version read from the log" if version else
+              "no vLLM version known: the rules watch both KV usage names (give a log or --vllm-version)")
+
+    def runbook_for(verdict: str) -> tuple[str, str | None]:
+        return kit.rules.classes[verdict].runbook, runbook_link(verdict, kit.rules, kit.runbook_url) if kit.runbook_url else None
+
+    spec = AlertSpec(namespace=namespace, container=container, verdict=report.diagnosis.verdict if report else None,
+                     runbook=runbook_for, labels=extra,
+                     header=header_lines(files, report.diagnosis.verdict if report else None, source))
+    text = render(kind, metric_names(version, engine), spec)
+    if output:
+        write_atomically(output, text, files)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command("selftest")
+@click.option("--fixtures", "fixtures_dir", metavar="DIR",
+              help="Check the logs in DIR (DIR/manifest.toml and DIR/logs/GEN/*.log) instead of the bundled ones.")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-v", "--verbose", is_flag=True, help="List every fixture, not only the failures.")
+def selftest_command(fixtures_dir: str | None, rules_dir: str | None, fmt: str, verbose: bool) -> None:
+    """Diagnose the bundled fixture logs (each verdict in each vLLM generation) and print a pass/fail
+    table: one command to check an install, a rules change, or logs of a new vLLM version.
+    Exit 0 when every fixture passes, 1 when one does not."""
+    directory = Path(fixtures_dir) if fixtures_dir else bundled_fixtures()
+    if fixtures_dir and not directory.is_dir():
+        raise InputError(fixtures_dir, "is not a directory", "give a folder holding manifest.toml and logs/")
+    results = run_selftest(load_toolkit(rules_dir), directory)
+    text = (render_selftest_json if fmt == "json" else render_selftest_text)(results, verbose=verbose,
+                                                                               source=str(directory))
+    click.echo(text, nl=False)
+    sys.exit(EXIT_HEALTHY if all(r.passed for r in results) else EXIT_PROBLEM)
+
+
+@cli.command("explain")
+@click.argument("topic", required=False, metavar="VERDICT|RULE")
+@click.option("--rules", "rules_dir", metavar="DIR", help="Resolve rule ids in DIR instead of the bundled rules.")
+def explain_command(topic: str | None, rules_dir: str | None) -> None:
+    """Print the runbook for VERDICT (or for the verdict a RULE gives); without one, list them."""
+    kit = load_toolkit(rules_dir)
+    if topic is None:
+        for verdict in VERDICTS:
+            cls = kit.rules.classes[verdict]
+            click.echo(f"{verdict:<20} {cls.severity:<9} {cls.title}")
+        click.echo("\nvtriage explain VERDICT prints its runbook (Meaning, Impact, Diagnosis, Mitigation).")
+        return
+    click.echo(runbook_text(resolve_topic(topic, kit.rules)), nl=False)
 
 
 def facts_markdown() -> str:

@@ -2,7 +2,8 @@
 
 Conditions use three-valued logic: a predicate on a fact that is absent is *unknown*, and a node
 whose condition is unknown does not fire. The verdict is the first leaf reached depth-first in
-`order`; every other class gets the fact that rules it out.
+`order`; every other class gets the fact that rules it out. A suppressed leaf (.vtriage.toml,
+--ignore) is evaluated and reported, but never chosen: the walk moves on to the next leaf.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .capacity import FIXES
-from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef
+from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef, SuppressedFinding, Suppression
 from .ruleset import Condition, Node, RuleSet
 
 RULED_OUT_ORDER = ("weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown",
@@ -114,15 +115,15 @@ class Trace:
 
 
 def _walk(rules: RuleSet, nodes: tuple[Node, ...], facts: Mapping[str, Fact], trace: Trace,
-          path: tuple[Node, ...]) -> tuple[Node, ...] | None:
+          path: tuple[Node, ...], suppressed: Mapping[str, Suppression]) -> tuple[Node, ...] | None:
     chosen = None
     for node in nodes:
         result = evaluate(node.when, facts)
         trace.outcome[node.id] = result
         if result is not True:
             continue
-        below = _walk(rules, rules.children.get(node.id, ()), facts, trace, path + (node,))
-        found = below or ((path + (node,)) if node.verdict else None)
+        below = _walk(rules, rules.children.get(node.id, ()), facts, trace, path + (node,), suppressed)
+        found = below or ((path + (node,)) if node.verdict and node.id not in suppressed else None)
         if chosen is None and found is not None:
             chosen = found
     return chosen
@@ -148,10 +149,17 @@ def _finding(node: Node, facts: Mapping[str, Fact], path: tuple[Node, ...]) -> F
         facts=names, evidence=refs, path=tuple(n.id for n in path))
 
 
-def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: Trace) -> list[RuledOut]:
+def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: Trace,
+               silenced: list[SuppressedFinding]) -> list[RuledOut]:
     out = []
     for other in RULED_OUT_ORDER:
         if other == verdict:
+            continue
+        accepted = next((s for s in silenced if s.finding.verdict == other), None)
+        if accepted is not None:
+            why = accepted.suppression
+            out.append(RuledOut(other, f"suppressed: {why.rule_id} fired but is accepted ({why.reason}; {why.origin})",
+                                accepted.finding.facts, accepted.finding.evidence[:4]))
             continue
         cls = rules.classes[other]
         for check in cls.ruled_out:
@@ -172,11 +180,13 @@ def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: T
     return out
 
 
-def diagnose(rules: RuleSet, facts: Mapping[str, Fact], full: bool = True) -> Diagnosis:
+def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str, Suppression] | None = None,
+             full: bool = True) -> Diagnosis:
     """The verdict, its reasoning path, the other classes ruled out, and the fixes with numbers.
     `full=False` stops at the verdict: enough for the earlier attempts of a restarting server."""
+    suppressed = suppressed or {}
     trace = Trace()
-    chosen = _walk(rules, rules.roots, facts, trace, ())
+    chosen = _walk(rules, rules.roots, facts, trace, (), suppressed)
     findings: list[Finding] = []
     if chosen is None:
         verdict, confidence, path_ids = "inconclusive", "low", ()
@@ -185,20 +195,24 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], full: bool = True) -> Di
         verdict, confidence = leaf.verdict or "inconclusive", leaf.confidence or "low"
         path_ids = tuple(n.id for n in chosen)
         findings.append(_finding(leaf, facts, chosen))
-    # Other leaves that fired tell the rest of the story (e.g. preemption before a crash).
+    # Other leaves that fired tell the rest of the story (e.g. preemption before a crash); the
+    # suppressed ones are kept apart, so the report can show them as SUPPRESSED.
+    silenced: list[SuppressedFinding] = []
     for node in rules.nodes.values():
-        if node.verdict and trace.outcome.get(node.id) is True and node.id not in path_ids \
-                and node.verdict not in (verdict, "healthy", "inconclusive") \
-                and all(trace.outcome.get(p) is True for p in _ancestors(rules, node)):
+        fired = node.verdict and trace.outcome.get(node.id) is True and node.id not in path_ids \
+            and all(trace.outcome.get(p) is True for p in _ancestors(rules, node))
+        if fired and node.id in suppressed:
+            silenced.append(SuppressedFinding(_finding(node, facts, _chain(rules, node)), suppressed[node.id]))
+        elif fired and node.verdict not in (verdict, "healthy", "inconclusive"):
             findings.append(_finding(node, facts, _chain(rules, node)))
     fixes: list[Fix] = []
     if chosen is not None and full:
         for name in chosen[-1].fixes:
             fixes.extend(FIXES[name](facts))
     not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
-    ruled_out = tuple(_ruled_out(rules, verdict, facts, trace)) if full else ()
     return Diagnosis(verdict=verdict, confidence=confidence, rule_path=path_ids, findings=tuple(findings),
-                     ruled_out=ruled_out, fixes=tuple(fixes), facts=dict(facts), not_evaluated=not_evaluated)
+                     ruled_out=tuple(_ruled_out(rules, verdict, facts, trace, silenced)) if full else (),
+                     fixes=tuple(fixes), facts=dict(facts), not_evaluated=not_evaluated, suppressed=tuple(silenced))
 
 
 def _ancestors(rules: RuleSet, node: Node) -> list[str]:

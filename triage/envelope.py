@@ -59,6 +59,7 @@ class Record:
     vllm_prefix: bool        # carried vLLM's logger prefix
     prefixed: bool           # carried any prefix at all (so it starts a record)
     width: int = 0           # characters on its physical line, as a terminal shows it (for wrap detection)
+    wall_time: str | None = None   # the collector's own time (kubectl/docker ISO, syslog), which may carry a year
 
     @property
     def continues_previous(self) -> bool:
@@ -177,7 +178,8 @@ def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, p
             level, prefixed = m["level"], True
             pos = m.end()
     return Record(line=line, text=text, message=text[pos:], process=process, level=level,
-                  timestamp=timestamp or when, vllm_prefix=vllm_prefix, prefixed=prefixed, width=width)
+                  timestamp=timestamp or when, vllm_prefix=vllm_prefix, prefixed=prefixed, width=width,
+                  wall_time=when)
 
 
 def records(lines: Iterable[tuple[int, str]]) -> Iterator[Record]:

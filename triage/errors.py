@@ -30,3 +30,7 @@ class RuleError(TriageError):
     def __str__(self) -> str:
         text = f"{self.path}: {self.key}: {self.reason}"
         return f"{text} (hint: {self.hint})" if self.hint else text
+
+
+class ConfigError(RuleError):
+    """A .vtriage.toml that is not valid: the file, the key, what is wrong and a hint, like a rule file."""

@@ -183,7 +183,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
                                   MAX_EVIDENCE_CHARS)
                 yield LogEvent(kind=sig.kind, signature=sig.id, fields=redactor.fields(fields), process=rec.process,
                                level=rec.level, timestamp=rec.timestamp,
-                               source=SourceRef(name, rec.line, text, span), seq=seq)
+                               source=SourceRef(name, rec.line, text, span), seq=seq, wall_time=rec.wall_time)
                 seq += 1
         elif not traceback_body and rec.level in ("WARNING", "ERROR", "CRITICAL") and message.strip():
             text, _ = clip(redactor.text(rec.text), None, MAX_EVIDENCE_CHARS)

@@ -115,8 +115,7 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
             number, raw = spots.pop(0) if len(spots) > 1 else spots[0]
             when = s.timestamp if s.timestamp is not None else time
             samples.append(MetricSample(canonical_name(s.name), dict(s.labels), float(s.value), scrape,
-                                        SourceRef(path, number, raw),
-                                        float(when) if when is not None else None))
+                                        SourceRef(path, number, raw), float(when) if when is not None else None))
     return samples
 
 
@@ -166,7 +165,7 @@ def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None
         gap = MIN_MTIME_GAP_SECONDS if snapshots[0].clock_is_mtime else 0.0
         rising = all(c is not None for c in clocks) and all(
             b - a > 0 and b - a >= gap for a, b in zip(clocks, clocks[1:]))  # type: ignore[operator]
-        if rising and (len(snapshots) > 1 or interval is None):
+        if rising and len(snapshots) > 1:     # one file's mtime says when it was copied, not scraped
             times = list(clocks)
             how = ("in the order given, timed by the files' modification times" if snapshots[0].clock_is_mtime
                    else "in scrape order, timed by the scrape clock")

@@ -29,6 +29,8 @@ VERDICTS: tuple[str, ...] = (
     "inconclusive",
 )
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+# How bad a verdict is, mildest first (set per verdict in rules/classes/*.toml); --fail-on gates on it.
+SEVERITIES: tuple[str, ...] = ("ok", "info", "warning", "critical")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,7 @@ class LogEvent:
     timestamp: str | None        # vLLM's "MM-DD HH:MM:SS" (no year) or the wrapper's ISO time
     source: SourceRef
     seq: int                     # position in the merged incident stream
+    wall_time: str | None = None  # the collector's time when a wrapper gave one (ISO: it has the year)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +86,24 @@ class Finding:
     facts: tuple[str, ...]
     evidence: tuple[SourceRef, ...]
     path: tuple[str, ...]        # decision-tree path, root first
+
+
+@dataclass(frozen=True, slots=True)
+class Suppression:
+    """A rule the team accepts (.vtriage.toml or --ignore): when it fires it is listed, never decides."""
+
+    rule_id: str
+    reason: str
+    origin: str                  # ".vtriage.toml:4", or "--ignore"
+    expires: str | None = None   # ISO date after which it no longer applies
+
+
+@dataclass(frozen=True, slots=True)
+class SuppressedFinding:
+    """A rule that fired but is suppressed: shown as SUPPRESSED, and the tree moved on past it."""
+
+    finding: Finding
+    suppression: Suppression
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +165,7 @@ class Diagnosis:
     fixes: tuple[Fix, ...]
     facts: Mapping[str, Fact]
     not_evaluated: tuple[str, ...] = ()
+    suppressed: tuple[SuppressedFinding, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +244,20 @@ class FleetView:
 
 
 @dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """The --since/--until window a report covers, and how the log's times were read."""
+
+    since: str | None            # resolved, "YYYY-MM-DD HH:MM:SS" in the log's clock
+    until: str | None
+    basis: str                   # how the year (and the clock) of the log's timestamps was decided
+    events_kept: int             # recognised log records inside the window
+    events_total: int
+    context_events: int = 0      # settings lines of the running startup, kept from before the window
+    samples_kept: int = 0        # metric samples inside the window (timestamped ones only)
+    samples_total: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything a renderer needs, and nothing it would have to compute."""
 
@@ -239,3 +275,7 @@ class Report:
     redactions: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     fleet: FleetView | None = None             # several instances or engines, or a Prometheus query
+    severity: str | None = None                # the verdict's severity (SEVERITIES), for gating
+    runbook: str | None = None                 # the verdict's runbook page (docs/runbooks/) or the team's URL
+    suppressions: tuple[Suppression, ...] = ()  # every suppression in force, fired or not
+    window: TimeWindow | None = None           # --since/--until, when given

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from . import __version__
 from .engine import diagnose
@@ -18,11 +18,13 @@ from .metricfacts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, extract_metric
 from .metricparse import MetricSample
 from .metricseries import per_scrape
 from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, FleetView, InputSummary, LogEvent, MetricsOrigin,
-                    RankMemory, Report, TimelinePoint)
+                    RankMemory, Report, Suppression, TimelinePoint, TimeWindow)
 from .redact import Redactor
+from .runbooks import runbook_link
 from .ruleset import RuleSet
 from .signatures import SignatureSet
 from .sources import LogInput, iter_lines
+from .timewindow import apply_window
 
 SCHEMA_VERSION = 1
 
@@ -33,16 +35,23 @@ class Toolkit:
 
     rules: RuleSet
     signatures: SignatureSet
+    suppressions: tuple[Suppression, ...] = ()     # accepted rules (.vtriage.toml, --ignore)
+    runbook_url: str | None = None                 # the team's runbook URL template (.vtriage.toml)
 
 
 def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_lines: int | None,
-                     metric_facts: dict[str, Fact] | None = None, full: bool = True) -> Diagnosis:
+                     metric_facts: dict[str, Fact] | None = None, full: bool = True,
+                     gpu_facts: Mapping[str, Fact] | None = None) -> Diagnosis:
+    """Facts of one attempt, joined with metrics and a GPU snapshot when given (the snapshot only
+    fills figures the log and metrics do not give), then the decision tree."""
     facts = extract_facts(attempt.events, kit.signatures, earlier)
     if vllm_lines is not None:
         facts["vllm_lines"] = Fact("vllm_lines", vllm_lines, FACTS["vllm_lines"].unit)
     if metric_facts:
         facts = merge_facts(facts, metric_facts)
-    return diagnose(kit.rules, facts, full=full)
+    if gpu_facts:
+        facts = {**gpu_facts, **facts}
+    return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full)
 
 
 _SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "model_name", "load_start"})
@@ -57,11 +66,11 @@ class _History:
     last: Attempt
 
 
-def _read_attempts(parses: Sequence[LogParse], kit: Toolkit) -> _History:
+def _read_attempts(streams: Sequence[Iterable[LogEvent]], kit: Toolkit) -> _History:
     summaries: list[AttemptSummary] = []
     settings: list[LogEvent] = []
     previous: Attempt | None = None
-    for attempt in split_attempts(merge_events(parses), kit.signatures):
+    for attempt in split_attempts(merge_events(list(streams)), kit.signatures):
         if previous is not None:
             summaries.append(_summary(previous, diagnose_attempt(previous, kit, settings, None, full=False)))
             settings.extend(e for e in previous.events if e.kind in _SETTINGS_KINDS)
@@ -82,7 +91,9 @@ class _Run:
 
 def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                  metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = (),
-                 origin: MetricsOrigin | None = None, metric_warnings: Sequence[str] = ()) -> Report:
+                 origin: MetricsOrigin | None = None, metric_warnings: Sequence[str] = (),
+                 gpu_facts: Mapping[str, Fact] | None = None,
+                 window: tuple[str | None, str | None, datetime] | None = None) -> Report:
     """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
     the one on call is looking at.
 
@@ -90,15 +101,26 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     (instance, model, engine; see triage/fleet.py) is diagnosed joined with it, and the one whose
     problem is the most certain leads (fleet.worst). A log is joined only when the metrics are of one
     instance: with several it cannot say which one wrote it.
+
+    `window` (--since, --until, now) cuts the incident to a time window (triage/timewindow.py); it
+    needs each log's events whole, so with a window they are collected before attempts are cut.
     """
     sigs = kit.signatures
     parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor) for inp in inputs]
-    history = _read_attempts(parses, kit)
+    metric_samples = _redacted(metric_samples, redactor)
+    extra_warnings: list[str] = list(metric_warnings)
+    streams: Sequence[Iterable[LogEvent]] = parses
+    kept_window: TimeWindow | None = None
+    if window is not None:
+        since, until, now = window
+        named = [(p.name, list(p)) for p in parses]
+        streams, metric_samples, kept_window, window_warnings = apply_window(named, metric_samples, since, until,
+                                                                               now, sigs)
+        extra_warnings.extend(window_warnings)
+    history = _read_attempts(streams, kit)
     logs = [_log_summary(inp, parse, sigs) for inp, parse in zip(inputs, parses)]
     vllm_lines = sum(s.vllm_lines for s in logs) if logs else None
     metric_inputs = tuple(metric_inputs)
-    metric_samples = _redacted(metric_samples, redactor)
-    extra_warnings: list[str] = list(metric_warnings)
     runs: list[_Run] = []
     joined = False
     if metric_samples or metric_inputs or origin is not None:
@@ -109,14 +131,17 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
         if not joined:
             extra_warnings.append(f"the log was diagnosed on its own: the metrics hold {len({u.instance for u in units})} "
                                   "instances; select the one the log came from (--instance, --selector) to join them")
-            runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines), None, True))
+            runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
+                                                            gpu_facts=gpu_facts), None, True))
         own = history.last if joined else Attempt(index=1)
         for unit in units or [None]:
             facts = extract_metric_facts(unit.samples if unit else metric_samples, ordering)
             runs.append(_Run(own, diagnose_attempt(own, kit, history.settings if joined else (),
-                                                   vllm_lines if joined else None, facts), unit, joined))
+                                                   vllm_lines if joined else None, facts,
+                                                   gpu_facts=gpu_facts if joined else None), unit, joined))
     else:
-        runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines), None, True))
+        runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
+                                                        gpu_facts=gpu_facts), None, True))
     chosen = runs[worst([r.diagnosis for r in runs])]
     last = chosen.diagnosis
     summaries = (history.earlier if chosen.with_log else []) + [_summary(chosen.attempt, last)]
@@ -134,7 +159,10 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                   ranks=rank_memory(chosen.attempt.events, failing.value if failing else None),
                   redactions=dict(redactor.counts),
                   warnings=tuple(w for inp in inputs for w in inp.warnings) + tuple(extra_warnings),
-                  fleet=_fleet_view(runs, chosen, origin, metric_inputs, joined and bool(inputs)))
+                  fleet=_fleet_view(runs, chosen, origin, metric_inputs, joined and bool(inputs)),
+                  severity=kit.rules.classes[last.verdict].severity,
+                  runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
+                  suppressions=kit.suppressions, window=kept_window)
 
 
 def _summary(attempt: Attempt, diagnosis: Diagnosis) -> AttemptSummary:

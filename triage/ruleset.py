@@ -16,14 +16,14 @@ from typing import Any, Iterable, Mapping
 
 from .errors import RuleError
 from .facts import FACTS
-from .model import CONFIDENCES, VERDICTS
+from .model import CONFIDENCES, SEVERITIES, VERDICTS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")
 _NODE_KEYS = {"id", "parent", "order", "title", "when", "verdict", "confidence", "summary", "why", "fixes",
               "references", "evidence", "examples"}
 _CONDITION_KEYS = {"fact", "op", "value", "value_fact", "scale", "all", "any", "not"}
 _EXAMPLE_KEYS = {"fixture", "log", "metrics", "expect"}
-_CLASS_KEYS = {"verdict", "title", "ruled_out", "runbook"}
+_CLASS_KEYS = {"verdict", "title", "ruled_out", "runbook", "severity"}
 _RULED_OUT_KEYS = {"when", "reason"}
 
 
@@ -85,6 +85,7 @@ class VerdictClass:
     title: str
     runbook: str
     ruled_out: tuple[RuledOutCheck, ...]
+    severity: str                                 # one of SEVERITIES: what --fail-on and alerts gate on
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +261,9 @@ def _load_classes(directory: Path) -> dict[str, VerdictClass]:
             raise RuleError(str(path), "verdict", f"unknown verdict {verdict!r}", f"one of {', '.join(VERDICTS)}")
         if verdict != path.stem:
             raise RuleError(str(path), "verdict", "must match the file name", f"name the file {verdict}.toml")
+        severity = raw.get("severity")
+        if severity not in SEVERITIES:
+            raise RuleError(str(path), "severity", f"unknown severity {severity!r}", f"one of {', '.join(SEVERITIES)}")
         checks = []
         for i, entry in enumerate(raw.get("ruled_out", [])):
             _check_keys(path, f"ruled_out[{i}]", entry, _RULED_OUT_KEYS)
@@ -267,7 +271,7 @@ def _load_classes(directory: Path) -> dict[str, VerdictClass]:
                 raise RuleError(str(path), f"ruled_out[{i}]", "needs when and reason")
             _check_template(path, f"ruled_out[{i}].reason", entry["reason"])
             checks.append(RuledOutCheck(parse_condition(path, f"ruled_out[{i}].when", entry["when"]), entry["reason"]))
-        classes[verdict] = VerdictClass(verdict, raw.get("title", verdict), raw.get("runbook", ""), tuple(checks))
+        classes[verdict] = VerdictClass(verdict, raw.get("title", verdict), raw.get("runbook", ""), tuple(checks), severity)
     missing = [v for v in VERDICTS if v not in classes]
     if missing:
         raise RuleError(str(folder), "classes", f"no class file for {', '.join(missing)}", "add rules/classes/<verdict>.toml")

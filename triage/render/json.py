@@ -1,6 +1,7 @@
 """The JSON contract (docs/json-contract.md, docs/report.schema.json). Bump SCHEMA_VERSION on any breaking change."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -63,6 +64,13 @@ def _fleet(fleet: FleetView | None) -> dict[str, Any] | None:
     }
 
 
+def _suppressed(report: Report) -> list[dict[str, Any]]:
+    fired = {item.suppression.rule_id: item.finding for item in report.diagnosis.suppressed}
+    return [{"rule": x.rule_id, "reason": x.reason, "origin": x.origin, "expires": x.expires,
+             "fired": x.rule_id in fired, "finding": _finding(fired[x.rule_id]) if x.rule_id in fired else None}
+            for x in report.suppressions]
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     d = report.diagnosis
     lead = d.findings[0] if d.findings else None
@@ -71,6 +79,8 @@ def report_dict(report: Report) -> dict[str, Any]:
         "tool": {"name": "vtriage", "version": report.tool_version},
         "verdict": d.verdict,
         "confidence": d.confidence,
+        "severity": report.severity,
+        "runbook": report.runbook,
         "summary": lead.summary if lead else None,
         "rule_path": list(d.rule_path),
         "attempts": [{"index": a.index, "verdict": a.verdict, "failed_phase": a.failed_phase,
@@ -79,6 +89,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "same_failure_attempts": report.same_failure_attempts,
         "findings": [_finding(f) for f in d.findings],
         "ruled_out": [_ruled_out(r) for r in d.ruled_out],
+        "suppressed": _suppressed(report),
         "fixes": [_fix(f) for f in d.fixes],
         "command": report.command,
         "inputs": [{"path": i.path, "kind": i.kind, "lines_read": i.lines_read, "lines_recognised": i.lines_recognised,
@@ -92,6 +103,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "failure_at": _ref(report.failure_at) if report.failure_at else None,
         "ranks": [{"process": r.process, "weights_gib": r.weights_gib, "kv_cache_gib": r.kv_cache_gib,
                    "this_process_gib": r.this_process_gib, "failed": r.failed} for r in report.ranks],
+        "window": None if report.window is None else dataclasses.asdict(report.window),
         "redactions": dict(sorted(report.redactions.items())),
         "warnings": list(report.warnings),
         "fleet": _fleet(report.fleet),

@@ -85,6 +85,24 @@ def _fleet(fleet: FleetView, s: "_Style") -> list[str]:
     return out
 
 
+def _suppressed(report: Report, s: _Style) -> list[str]:
+    """Accepted findings are shown, never hidden: each fired one, then those that did not fire."""
+    if not report.suppressions:
+        return []
+    out = ["", s("Suppressed", "bold") + s("  (accepted findings: listed, but they do not decide the verdict)", "dim")]
+    fired = {item.suppression.rule_id for item in report.diagnosis.suppressed}
+    for item in report.diagnosis.suppressed:
+        f, why = item.finding, item.suppression
+        out.append(f"  {s('SUPPRESSED', 'yellow')}  {f.rule_id} -> {f.verdict}")
+        out.extend("              " + w for w in textwrap.wrap(f.summary, 86))
+        until = f", until {why.expires}" if why.expires else ""
+        out.append(s(f"              accepted: {why.reason}  ({why.origin}{until})", "dim"))
+    quiet = [x for x in report.suppressions if x.rule_id not in fired]
+    if quiet:
+        out.append(s("  did not fire: " + ", ".join(f"{x.rule_id} ({x.origin})" for x in quiet), "dim"))
+    return out
+
+
 def render_text(report: Report, color: bool = False, **_: Any) -> str:
     s = _Style(color)
     d = report.diagnosis
@@ -96,6 +114,8 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         out.extend(textwrap.wrap(lead.summary, 100))
         if lead.why:
             out.extend(s(line, "dim") for line in textwrap.wrap(lead.why, 100))
+    elif d.suppressed:
+        out.append("Every rule that fired is suppressed (below), and no other rule decides.")
     if lead and lead.evidence:
         out.append("")
         out.append(s("Evidence", "bold"))
@@ -124,6 +144,7 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         out.append(s("Also seen", "bold"))
         for f in others:
             out.append(f"  - {f.title}: {f.summary}")
+    out.extend(_suppressed(report, s))
     if d.ruled_out:
         out.append("")
         out.append(s("Ruled out", "bold"))
@@ -131,6 +152,16 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         for r in d.ruled_out:
             out.append(f"  {r.verdict.ljust(width)}  {r.reason}")
     out.append("")
+    if report.runbook:
+        out.append(f"Runbook: {report.runbook}  (vtriage explain {d.verdict})")
+    if report.window:
+        w = report.window
+        kept = f"{w.events_kept:,} of {w.events_total:,} recognised log records"
+        if w.samples_total:
+            kept += f", {w.samples_kept:,} of {w.samples_total:,} timestamped metric samples"
+        context = f" (plus {w.context_events} records of the startup before it, for its settings)" if w.context_events else ""
+        out.append(f"Window: {w.since or 'the start'} to {w.until or 'the end'}: {kept} inside{context}.")
+        out.append(s(f"Times: {w.basis}.", "dim"))
     if len(report.attempts) > 1:
         out.append(f"Attempts: {len(report.attempts)} startups in this log; this is the last. "
                    f"{report.same_failure_attempts} of {len(report.attempts)} ended as {d.verdict}.")

@@ -1,0 +1,148 @@
+"""The team's `.vtriage.toml`: accepted findings (suppressions) and where runbooks live.
+
+    runbook_url = "https://wiki.example.com/vllm/{verdict}"     # optional: link reports here
+
+    [[ignore]]
+    rule = "preemption-observed"                  # a rule that gives a verdict (vtriage rules)
+    reason = "nightly batch: preemption is expected"
+    expires = 2026-12-31                          # optional: after this date it no longer applies
+
+The file is found in the current directory or the nearest parent, stopping at the git root or the
+home directory; `--config PATH` names one, `--no-config` skips it. A suppressed rule is still
+evaluated and listed as SUPPRESSED; it just never decides the verdict (see triage/engine.py).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import regex
+
+from .errors import ConfigError
+from .model import Suppression
+from .ruleset import RuleSet
+
+CONFIG_NAME = ".vtriage.toml"
+_TOP_KEYS = {"ignore", "runbook_url"}
+_IGNORE_KEYS = {"rule", "reason", "expires"}
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str | None
+    suppressions: tuple[Suppression, ...] = ()
+    expired: tuple[Suppression, ...] = ()          # listed in the report's warnings, not applied
+    runbook_url: str | None = None
+
+
+def find_config(start: Path, home: Path) -> Path | None:
+    """The nearest .vtriage.toml from `start` upwards; the git root and the home directory end the search."""
+    here = start.resolve()
+    home = home.resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+        if (folder / ".git").exists() or folder == home:
+            return None
+    return None
+
+
+def _hint(name: str, known: Iterable[str], fallback: str) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean {close[0]!r}?" if close else fallback
+
+
+def _line_of(text: str, rule: str, occurrence: int) -> int | None:
+    """The line of the n-th `rule = "..."` naming `rule`, so the report can point at it."""
+    pattern = regex.compile(r"^\s*rule\s*=\s*[\"']" + regex.escape(rule) + r"[\"']", regex.M)
+    hits = [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)]
+    return hits[occurrence] if occurrence < len(hits) else (hits[0] if hits else None)
+
+
+def _under(rules: RuleSet, node_id: str, ancestor: str) -> bool:
+    parent = rules.nodes[node_id].parent
+    while parent:
+        if parent == ancestor:
+            return True
+        parent = rules.nodes[parent].parent
+    return False
+
+
+def check_rule(rule: Any, rules: RuleSet, where: str, key: str) -> str:
+    """A suppression must name a rule that gives a verdict: a branch would silence a whole subtree."""
+    if not isinstance(rule, str) or not rule:
+        raise ConfigError(where, key, "must be a rule id (a string)", 'e.g. rule = "preemption-observed"')
+    node = rules.nodes.get(rule)
+    leaves = sorted(n.id for n in rules.nodes.values() if n.verdict)
+    if node is None:
+        raise ConfigError(where, key, f"unknown rule {rule!r}", _hint(rule, rules.nodes, "vtriage rules lists them"))
+    if not node.verdict:
+        below = [n for n in leaves if _under(rules, n, rule)]
+        raise ConfigError(where, key, f"{rule!r} is a branch of the tree, not a rule that gives a verdict",
+                          f"ignore one of the rules under it: {', '.join(below) or ', '.join(leaves)}")
+    return rule
+
+
+def load_config(path: Path, rules: RuleSet, today: dt.date) -> Config:
+    """Read and check one config file; every mistake names the file, the key and a hint."""
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text)
+    except OSError as exc:
+        raise ConfigError(where, "(file)", f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(where, "(file)", "not UTF-8 text", "save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(where, "(file)", f"not valid TOML: {exc}", "check quotes and brackets") from None
+    for key in raw:
+        if key not in _TOP_KEYS:
+            raise ConfigError(where, key, "unknown key", _hint(key, _TOP_KEYS, f"allowed: {', '.join(sorted(_TOP_KEYS))}"))
+    url = raw.get("runbook_url")
+    if url is not None and (not isinstance(url, str) or "{verdict}" not in url):
+        raise ConfigError(where, "runbook_url", "must be a string with {verdict} in it",
+                          'e.g. runbook_url = "https://wiki.example.com/vllm/{verdict}"')
+    entries = raw.get("ignore", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(where, "ignore", "must be a list of tables", 'write [[ignore]] then rule = "..." and reason = "..."')
+    active: list[Suppression] = []
+    expired: list[Suppression] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        key = f"ignore[{i}]"
+        for name in entry:
+            if name not in _IGNORE_KEYS:
+                raise ConfigError(where, f"{key}.{name}", "unknown key",
+                                  _hint(name, _IGNORE_KEYS, f"allowed: {', '.join(sorted(_IGNORE_KEYS))}"))
+        rule = check_rule(entry.get("rule"), rules, where, f"{key}.rule")
+        reason = entry.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigError(where, f"{key}.reason", "missing: say why this finding is accepted",
+                              'e.g. reason = "batch window: preemption expected" (it is shown in every report)')
+        expires = entry.get("expires")
+        if expires is not None and not (isinstance(expires, dt.date) and not isinstance(expires, dt.datetime)):
+            raise ConfigError(where, f"{key}.expires", "must be a date", "write it bare, e.g. expires = 2026-12-31")
+        line = _line_of(text, rule, seen.get(rule, 0))
+        seen[rule] = seen.get(rule, 0) + 1
+        item = Suppression(rule, reason.strip(), f"{path.name}:{line}" if line else path.name,
+                           expires.isoformat() if expires else None)
+        (expired if expires is not None and expires < today else active).append(item)
+    return Config(where, tuple(active), tuple(expired), url)
+
+
+def with_ignored(config: Config, rule_ids: Iterable[str], rules: RuleSet) -> Config:
+    """Add the command line's --ignore RULE; a rule already in the file keeps the file's reason."""
+    have = {s.rule_id for s in config.suppressions}
+    extra = tuple(Suppression(check_rule(r, rules, "--ignore", r), "accepted on the command line", "--ignore")
+                  for r in dict.fromkeys(rule_ids) if r not in have)
+    return Config(config.path, config.suppressions + extra, config.expired, config.runbook_url)
+
+
+def expiry_warnings(config: Config) -> tuple[str, ...]:
+    return tuple(f"the suppression of {s.rule_id} ({s.origin}) expired on {s.expires}; it no longer applies"
+                 for s in config.expired)
