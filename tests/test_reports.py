@@ -270,3 +270,39 @@ def test_reports_page_shows_real_screenshots():
     for image in images:
         png = ROOT / "docs" / image
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 300_000, image
+
+
+ON_CALL_FIXTURE = ROOT / "fixtures" / "logs" / "v1" / "preemption_slowdown-qwen3-32b-h200-preemptions-in-stats.log"
+ENGINES = ROOT / "fixtures" / "metrics" / "v1-0.11.1-llama31-70b-dp2-engine1-preempting.prom"
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_ticket_formats_carry_the_on_call_context(tmp_path, fmt):
+    """What the terminal says about suppressions, the time window, severity and the runbook, the ticket says too."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".vtriage.toml").write_text('[[ignore]]\nrule = "preemption-observed"\nreason = "nightly batch"\n'
+                                            'expires = 2999-01-01\n')
+    code, out = vtriage("--format", fmt, str(ON_CALL_FIXTURE), "--ignore", "oom-unplaced",
+                        "--since", "14:03", "--until", "14:06", cwd=tmp_path)
+    text = parse(out).text() if fmt == "html" else out
+    assert code == 1
+    assert "severity warning" in text.replace(":", "")
+    assert "Window: 2026-05-11 14:03:00 to 2026-05-11 14:06:00: 18 of 77 recognised log records inside" in text
+    assert re.search(r"SUPPRESSED\W+preemption-observed\W+→ preemption_slowdown", text)
+    assert "accepted: nightly batch" in text and ".vtriage.toml:2" in text and "until 2999-01-01" in text
+    assert re.search(r"Did not fire: \W*oom-unplaced\W+\(\W*--ignore", text)
+    assert re.search(r"Runbook: \W*docs/runbooks/preemption_slowdown.md", text)
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_ticket_formats_show_every_instance_of_a_fleet(fmt):
+    code, out = vtriage("--format", fmt, "--metrics", str(ENGINES))
+    text = parse(out).text() if fmt == "html" else out
+    assert code == 1
+    assert "2 instance(s) from" in text
+    healthy = next(line for line in text.splitlines() if "engine=0" in line)
+    storm = next(line for line in text.splitlines() if "engine=1" in line and "5210" in line)
+    assert "healthy" in healthy and "KV max 46%" in healthy
+    assert "preemption_slowdown" in storm or "preemption_slowdown" in text.split("engine=1", 1)[1][:200]
+    assert "stands out: preempting: 5210 preemptions" in text
+    assert "(1 healthy, 1 preemption_slowdown)" in text

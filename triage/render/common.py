@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from ..facts import FACTS
-from ..model import Fact, Finding, Fix, Report, SourceRef
+from ..model import Fact, Finding, FleetView, Fix, Report, SourceRef, TimeWindow
 
 VERDICT_TITLES: Mapping[str, str] = {
     "weights_dont_fit": "Weights don't fit",
@@ -146,3 +146,60 @@ def redactions_sentence(report: Report) -> str | None:
         return None
     hidden = ", ".join(f"{n} {kind}" for kind, n in sorted(report.redactions.items()))
     return f"Secrets hidden: {hidden} (vtriage --no-redact shows them)."
+
+
+def instance_figures(figures: Mapping[str, Any], sep: str = "  ") -> str:
+    """The key figures of one instance, in the words an operator uses."""
+    f = figures
+    parts = []
+    if "kv_cache_usage_max" in f:
+        full = f" (>= 95 % for {f['saturated_share']:.0%})" if f.get("saturated_share") else ""
+        parts.append(f"KV max {f['kv_cache_usage_max']:.0%}{full}")
+    if "preemptions" in f:
+        rate = f" ({f['preemption_rate_per_min']:.1f}/min)" if "preemption_rate_per_min" in f else ""
+        parts.append(f"preemptions {f['preemptions']}{rate}")
+    if "requests_preempted_share" in f:
+        parts.append(f"{f['requests_preempted_share']:.0%} of requests preempted")
+    if "waiting_max" in f:
+        growth = f" ({f['waiting_growth']:+d})" if "waiting_growth" in f else ""
+        parts.append(f"waiting max {f['waiting_max']}{growth}")
+    if "ttft_p95_seconds" in f:
+        parts.append(f"TTFT p95 {f['ttft_p95_seconds']:.2f} s")
+    if "gpu_memory_used_gib" in f:
+        beyond = f.get("gpu_memory_beyond_budget_gib")
+        extra = f", {beyond:+.2f} GiB vs reservation" if beyond is not None else ""
+        parts.append(f"GPU {f['gpu_memory_used_gib']:.1f} GiB used{extra}")
+    return sep.join(parts) or "no key figures in the metrics"
+
+
+def fleet_heading(fleet: FleetView) -> str:
+    """Where the fleet's figures came from: "3 instance(s) from http://prom:9090 {pod=~...}, A to B (step 15 s)"."""
+    o = fleet.origin
+    where = o.name + (f" {o.selector}" if o.selector else "")
+    window = f", {o.start} to {o.end}" if o.start and o.end and o.start != o.end else (f", at {o.end}" if o.end else "")
+    step = f" (step {o.step_seconds:g} s)" if o.step_seconds else ""
+    return f"{len(fleet.instances)} instance(s) from {where}{window}{step}"
+
+
+def fleet_tally(fleet: FleetView) -> str:
+    """How many instances got each verdict, most common first."""
+    counts: dict[str, int] = {}
+    for inst in fleet.instances:
+        counts[inst.verdict] = counts.get(inst.verdict, 0) + 1
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def window_sentence(window: TimeWindow) -> str:
+    """What --since/--until kept: the report is about this slice of the input only."""
+    w = window
+    kept = f"{w.events_kept:,} of {w.events_total:,} recognised log records"
+    if w.samples_total:
+        kept += f", {w.samples_kept:,} of {w.samples_total:,} timestamped metric samples"
+    context = f" (plus {w.context_events} records of the startup before it, for its settings)" if w.context_events else ""
+    return f"Window: {w.since or 'the start'} to {w.until or 'the end'}: {kept} inside{context}."
+
+
+def quiet_suppressions(report: Report) -> list:
+    """Suppressions in force that did not fire this time: listed so a stale one is noticed."""
+    fired = {item.suppression.rule_id for item in report.diagnosis.suppressed}
+    return [x for x in report.suppressions if x.rule_id not in fired]

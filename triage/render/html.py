@@ -17,8 +17,9 @@ from markupsafe import Markup, escape
 
 from ..model import Report, SourceRef
 from . import charts
-from .common import (attempts_sentence, clip, coverage_sentence, fix_is_unchecked, format_fact, format_value,
-                     lead_finding, ordered_facts, redactions_sentence, references, split_match, verdict_title)
+from .common import (attempts_sentence, clip, coverage_sentence, fix_is_unchecked, fleet_heading, fleet_tally, format_fact,
+                     format_value, instance_figures, lead_finding, ordered_facts, quiet_suppressions, redactions_sentence,
+                     references, split_match, verdict_title, window_sentence)
 
 MAX_EVIDENCE_LINES = 12      # per finding; a 1 GB log must still make a small page
 MAX_UNRECOGNISED = 20
@@ -109,6 +110,14 @@ def context(report: Report) -> dict[str, Any]:
         "attempts_sentence": attempts_sentence(report),
         "redactions": redactions_sentence(report),
         "inputs_label": ", ".join(i.path for i in report.inputs) or "no input",
+        "fleet": report.fleet,
+        "fleet_heading": fleet_heading(report.fleet) if report.fleet else "",
+        "fleet_tally": fleet_tally(report.fleet) if report.fleet else "",
+        "fleet_rows": [(i, instance_figures(i.figures, " · ")) for i in report.fleet.instances] if report.fleet else [],
+        "window": window_sentence(report.window) if report.window else "",
+        "runbook": report.runbook,
+        "runbook_is_url": bool(report.runbook and report.runbook.startswith(("https://", "http://"))),
+        "quiet_suppressions": quiet_suppressions(report),
         "script": script,
         "script_hash": script_hash,
     }

@@ -10,8 +10,9 @@ import re
 from typing import Any
 
 from ..model import Report, SourceRef
-from .common import (MEMORY_PARTS, attempts_sentence, clip, coverage_sentence, fix_is_unchecked, format_fact, key_fact_names,
-                     lead_finding, redactions_sentence, references, verdict_title)
+from .common import (MEMORY_PARTS, attempts_sentence, clip, coverage_sentence, fix_is_unchecked, fleet_heading, fleet_tally,
+                     format_fact, instance_figures, key_fact_names, lead_finding, quiet_suppressions, redactions_sentence,
+                     references, verdict_title, window_sentence)
 
 MAX_EVIDENCE_LINES = 12
 MAX_UNRECOGNISED = 5
@@ -55,17 +56,58 @@ def _evidence_lines(refs: tuple[SourceRef, ...]) -> list[str]:
     return code_block(shown, "text")
 
 
+def _fleet(report: Report) -> list[str]:
+    fleet = report.fleet
+    if not fleet:
+        return []
+    out = [f"#### Fleet: {prose(fleet_heading(fleet))}", "", "| instance | verdict | key figures |", "|---|---|---|"]
+    for inst in fleet.instances:
+        stands = "".join(f"<br>stands out: {prose(r)}" for r in inst.stands_out)
+        out.append(f"| {cell(code_span(inst.name))} | {cell(prose(inst.verdict))} | "
+                   f"{cell(prose(instance_figures(inst.figures, ' · ')))}{cell(stands)} |")
+    return out + ["", f"Overall: **{prose(fleet.verdict)}** ({prose(fleet_tally(fleet))}); the report below is "
+                      f"{code_span(fleet.detail)}.", ""]
+
+
+def _suppressed(report: Report) -> list[str]:
+    if not report.suppressions:
+        return []
+    out = ["#### Suppressed", "", "_Accepted findings: listed, but they do not decide the verdict._", ""]
+    for item in report.diagnosis.suppressed:
+        f, why = item.finding, item.suppression
+        until = f", until {why.expires}" if why.expires else ""
+        out.append(f"- **SUPPRESSED** {code_span(f.rule_id)} → {prose(f.verdict)}: {prose(f.summary)} "
+                   f"_(accepted: {prose(why.reason)}; {code_span(why.origin + until)})_")
+    quiet = quiet_suppressions(report)
+    if quiet:
+        out.append("- Did not fire: " + ", ".join(f"{code_span(x.rule_id)} ({code_span(x.origin)})" for x in quiet))
+    return out + [""]
+
+
+def _runbook(report: Report) -> str | None:
+    if not report.runbook:
+        return None
+    link = f"<{report.runbook}>" if report.runbook.startswith(("https://", "http://")) else code_span(report.runbook)
+    return f"Runbook: {link} (`vtriage explain {report.diagnosis.verdict}`)"
+
+
 def render_markdown(report: Report, **_: Any) -> str:
     d = report.diagnosis
     lead = lead_finding(report)
-    out: list[str] = [f"### vtriage: {prose(verdict_title(d.verdict))} ({d.confidence} confidence)", ""]
+    severity = f", severity {report.severity}" if report.severity else ""
+    out: list[str] = [f"### vtriage: {prose(verdict_title(d.verdict))} ({d.confidence} confidence{severity})", ""]
+    out += _fleet(report)
     if lead:
         out += [f"**{prose(lead.summary)}**", ""]
         if lead.why:
             out += [prose(lead.why), ""]
+    elif d.suppressed:
+        out += ["**Every rule that fired is suppressed (below), and no other rule decides.**", ""]
     attempts = attempts_sentence(report)
     if attempts:
         out += [f"_{prose(attempts)}_", ""]
+    if report.window:
+        out += [f"_{prose(window_sentence(report.window))} Times: {prose(report.window.basis)}._", ""]
 
     if d.fixes:
         out += ["#### Fix", ""]
@@ -105,6 +147,8 @@ def render_markdown(report: Report, **_: Any) -> str:
             out += ["Unknown (not in the input, not zero): " + ", ".join(code_span(n) for n in unknown) + ".", ""]
         out += [f"All {len(d.facts)} facts: `vtriage --format json`.", ""]
 
+    out += _suppressed(report)
+
     if d.ruled_out:
         out += ["#### Ruled out", ""]
         for r in d.ruled_out:
@@ -112,6 +156,9 @@ def render_markdown(report: Report, **_: Any) -> str:
             out.append(f"- **{prose(r.verdict)}**: {prose(r.reason)}{where}")
         out.append("")
 
+    runbook = _runbook(report)
+    if runbook:
+        out += [runbook, ""]
     out.append(f"Coverage: {prose(coverage_sentence(report))}")
     for group in report.unrecognised[:MAX_UNRECOGNISED]:
         out.append(f"- {group.count:,} × {prose(group.level)} {code_span(_clip(group.template))} "

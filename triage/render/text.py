@@ -6,6 +6,7 @@ from typing import Any
 
 from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
+from .common import fleet_heading, fleet_tally, instance_figures, quiet_suppressions, window_sentence
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
@@ -39,48 +40,17 @@ def _line(ref: SourceRef, style: _Style) -> str:
     return f"  {style(ref.where(), 'cyan')}  {text}"
 
 
-def _figures(figures: dict[str, Any]) -> str:
-    """The key figures of one instance, in the words an operator uses."""
-    f = figures
-    parts = []
-    if "kv_cache_usage_max" in f:
-        full = f" (>= 95 % for {f['saturated_share']:.0%})" if f.get("saturated_share") else ""
-        parts.append(f"KV max {f['kv_cache_usage_max']:.0%}{full}")
-    if "preemptions" in f:
-        rate = f" ({f['preemption_rate_per_min']:.1f}/min)" if "preemption_rate_per_min" in f else ""
-        parts.append(f"preemptions {f['preemptions']}{rate}")
-    if "requests_preempted_share" in f:
-        parts.append(f"{f['requests_preempted_share']:.0%} of requests preempted")
-    if "waiting_max" in f:
-        growth = f" ({f['waiting_growth']:+d})" if "waiting_growth" in f else ""
-        parts.append(f"waiting max {f['waiting_max']}{growth}")
-    if "ttft_p95_seconds" in f:
-        parts.append(f"TTFT p95 {f['ttft_p95_seconds']:.2f} s")
-    if "gpu_memory_used_gib" in f:
-        beyond = f.get("gpu_memory_beyond_budget_gib")
-        extra = f", {beyond:+.2f} GiB vs reservation" if beyond is not None else ""
-        parts.append(f"GPU {f['gpu_memory_used_gib']:.1f} GiB used{extra}")
-    return "  ".join(parts) or "no key figures in the metrics"
-
-
 def _fleet(fleet: FleetView, s: "_Style") -> list[str]:
-    o = fleet.origin
-    where = o.name + (f" {o.selector}" if o.selector else "")
-    window = f", {o.start} to {o.end}" if o.start and o.end and o.start != o.end else (f", at {o.end}" if o.end else "")
-    step = f" (step {o.step_seconds:g} s)" if o.step_seconds else ""
-    out = [s(f"FLEET  {len(fleet.instances)} instance(s) from {where}{window}{step}", "bold")]
+    out = [s(f"FLEET  {fleet_heading(fleet)}", "bold")]
     width = max(len(i.name) for i in fleet.instances)
     vwidth = max(len(i.verdict) for i in fleet.instances)
     for inst in fleet.instances:
         colour = _VERDICT_COLOUR.get(inst.verdict, "red")
-        out.append(f"  {inst.name.ljust(width)}  {s(inst.verdict.ljust(vwidth), colour)}  {_figures(dict(inst.figures))}")
+        out.append(f"  {inst.name.ljust(width)}  {s(inst.verdict.ljust(vwidth), colour)}  {instance_figures(inst.figures)}")
         for reason in inst.stands_out:
             out.append(s(f"  {' ' * width}  ^ stands out: {reason}", "yellow"))
-    counts: dict[str, int] = {}
-    for inst in fleet.instances:
-        counts[inst.verdict] = counts.get(inst.verdict, 0) + 1
-    tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    out.append(f"Overall: {s(fleet.verdict.upper().replace('_', ' '), 'bold')} ({tally}). In detail: {fleet.detail}")
+    out.append(f"Overall: {s(fleet.verdict.upper().replace('_', ' '), 'bold')} ({fleet_tally(fleet)}). "
+               f"In detail: {fleet.detail}")
     out.append("")
     return out
 
@@ -90,14 +60,13 @@ def _suppressed(report: Report, s: _Style) -> list[str]:
     if not report.suppressions:
         return []
     out = ["", s("Suppressed", "bold") + s("  (accepted findings: listed, but they do not decide the verdict)", "dim")]
-    fired = {item.suppression.rule_id for item in report.diagnosis.suppressed}
     for item in report.diagnosis.suppressed:
         f, why = item.finding, item.suppression
         out.append(f"  {s('SUPPRESSED', 'yellow')}  {f.rule_id} -> {f.verdict}")
         out.extend("              " + w for w in textwrap.wrap(f.summary, 86))
         until = f", until {why.expires}" if why.expires else ""
         out.append(s(f"              accepted: {why.reason}  ({why.origin}{until})", "dim"))
-    quiet = [x for x in report.suppressions if x.rule_id not in fired]
+    quiet = quiet_suppressions(report)
     if quiet:
         out.append(s("  did not fire: " + ", ".join(f"{x.rule_id} ({x.origin})" for x in quiet), "dim"))
     return out
@@ -155,13 +124,8 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     if report.runbook:
         out.append(f"Runbook: {report.runbook}  (vtriage explain {d.verdict})")
     if report.window:
-        w = report.window
-        kept = f"{w.events_kept:,} of {w.events_total:,} recognised log records"
-        if w.samples_total:
-            kept += f", {w.samples_kept:,} of {w.samples_total:,} timestamped metric samples"
-        context = f" (plus {w.context_events} records of the startup before it, for its settings)" if w.context_events else ""
-        out.append(f"Window: {w.since or 'the start'} to {w.until or 'the end'}: {kept} inside{context}.")
-        out.append(s(f"Times: {w.basis}.", "dim"))
+        out.append(window_sentence(report.window))
+        out.append(s(f"Times: {report.window.basis}.", "dim"))
     if len(report.attempts) > 1:
         out.append(f"Attempts: {len(report.attempts)} startups in this log; this is the last. "
                    f"{report.same_failure_attempts} of {len(report.attempts)} ended as {d.verdict}.")
@@ -171,7 +135,7 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         scrapes = d.facts.get("metrics_snapshots")
         span = f" over {window.value:.0f} s" if window else ""
         count = f"{scrapes.value} scrape(s){span}: " if scrapes else ""
-        out.append(s(f"Metrics, {count}{_figures(figures)}.", "dim"))
+        out.append(s(f"Metrics, {count}{instance_figures(figures)}.", "dim"))
     for inp in report.inputs:
         out.append(s(f"Read {inp.path}: {inp.lines_read:,} lines, {inp.lines_recognised:,} recognised, "
                      f"{inp.vllm_lines:,} from vLLM.", "dim"))
