@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 import jsonschema
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from triage.envelope import records
@@ -146,3 +146,96 @@ def test_fuzz_target_runs_on_the_fixture_corpus():
             if mangled:
                 mangled[rnd.randrange(len(mangled))] = rnd.randrange(256)
         target(bytes(mangled))
+
+
+# --- the fast paths give exactly what their slow, obvious forms give ---------------------------------
+
+ANCHORS = list(KIT.signatures._by_anchor)
+LEVEL_BITS = ["INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", " ", "(", ")", "pid=3", "x", " 01-02 03:04:05 ",
+              "(APIServer pid=1)", "|"]
+
+
+@st.composite
+def anchor_soup(draw) -> str:
+    """Text made of anchors, their pieces and glue, so anchors overlap, nest and touch."""
+    parts = draw(st.lists(st.one_of(st.sampled_from(ANCHORS),
+                                    st.sampled_from(ANCHORS).map(lambda a: a[len(a) // 2:]),
+                                    st.sampled_from(ANCHORS).map(lambda a: a[:len(a) // 2]),
+                                    st.text(alphabet=" :=_-.(ea", max_size=3)), max_size=8))
+    return "".join(parts)
+
+
+def _match_agrees_with_a_plain_scan(message: str) -> None:
+    slow = sorted(((sig.id, got[0], got[1]) for anchor, sigs in KIT.signatures._by_anchor.items() if anchor in message
+                   for sig in sigs if (got := sig.extract(message)) is not None), key=str)
+    if len(slow) > 1:               # match() keeps the specific hits when there are several
+        slow = [h for h in slow if not KIT.signatures.by_id[h[0]].catch_all] or slow
+    fast = sorted(((sig.id, fields, span) for sig, fields, span in KIT.signatures.match(message)), key=str)
+    assert fast == slow, message
+
+
+@FAST
+@given(anchor_soup())
+def test_signature_matching_finds_every_anchor_a_plain_scan_finds(message):
+    _match_agrees_with_a_plain_scan(message)
+
+
+def test_an_anchor_inside_or_overlapping_another_is_still_found():
+    """The one-pass finder skips an anchor that starts inside one it found; every such pair is checked."""
+    pairs = 0
+    for a in ANCHORS:
+        for b in ANCHORS:
+            if a == b:
+                continue
+            if b in a:
+                _match_agrees_with_a_plain_scan(a)
+                pairs += 1
+            for k in range(1, min(len(a), len(b))):
+                if a.endswith(b[:k]):
+                    _match_agrees_with_a_plain_scan(a + b[k:])
+                    _match_agrees_with_a_plain_scan("x " + a + b[k:] + " y")
+                    pairs += 1
+    assert pairs > 50
+
+
+@st.composite
+def glued_records(draw) -> str:
+    """Records run together as tqdm and crashed writers leave them: glue, process groups, level, date."""
+    out = ""
+    for _ in range(draw(st.integers(1, 4))):
+        out += draw(st.sampled_from(["", " ", "x", "|", ")", "100%|###|"]))
+        for _ in range(draw(st.integers(0, 2))):
+            out += draw(st.sampled_from(["(APIServer pid=1)", "(VllmWorker rank=0 pid=3)", "(x)"]))
+            out += draw(st.sampled_from(["", " "]))
+        out += draw(st.sampled_from(["INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "INF"]))
+        out += draw(st.sampled_from([" 01-02 03:04:05 ", " 01-02 03:04:05,", " 1-2 ", ""])) + "msg"
+    return out
+
+
+@FAST
+@given(st.one_of(glued_records(), st.lists(st.sampled_from(LEVEL_BITS), max_size=12).map("".join)))
+@example("x(APIServer pid=1) INFO 01-02 03:04:05 msg")
+@example("100%|###|INFO 01-02 03:04:05 msg")
+def test_glue_precheck_never_hides_a_split(piece):
+    from triage.envelope import _GLUED, _may_hold_glued_record
+    if len([p for p in _GLUED.split(piece) if p]) > 1:
+        assert _may_hold_glued_record(piece)
+
+
+@FAST
+@given(st.lists(st.one_of(st.sampled_from(SAMPLES), st.text(max_size=300),
+                          st.sampled_from(["", "x" * 300 + "Received request r1: prompt: 'a'"])), max_size=30))
+def test_block_split_is_a_per_line_search_of_each_head(lines):
+    from triage.scan import HEAD_WINDOW, split_block
+    patterns = KIT.signatures.bulk_patterns
+    raw = [line.encode("utf-8", "replace").replace(b"\n", b" ") for line in lines]
+    block = b"".join(line + b"\n" for line in raw)
+    kept, count, tally = split_block(block, patterns, 10)
+    expect_kept, expect_tally = [], [0] * len(patterns)
+    for i, line in enumerate(raw):
+        claimed = next((k for k, p in enumerate(patterns) if p.search(line[:HEAD_WINDOW])), None)
+        if claimed is not None:
+            expect_tally[claimed] += 1
+        elif line:
+            expect_kept.append((10 + i, line))
+    assert (kept, count, tally) == (expect_kept, len(raw), expect_tally)

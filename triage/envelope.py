@@ -127,12 +127,30 @@ def _unwrap_outer(text: str) -> tuple[str, str | None, str | None, str | None, b
     return text, when, level, process, partial, wrapped
 
 
+_LEVEL_WORDS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_NONSPACE_PAREN = re.compile(r"\S\(")
+
+
+def _may_hold_glued_record(piece: str) -> bool:
+    """Where _GLUED could split: a non-space right before a "(... pid=N)" group or a level word.
+    A cheap check that never says no where _GLUED would split, so most lines skip its slow scan."""
+    if "pid=" in piece and _NONSPACE_PAREN.search(piece):
+        return True
+    for word in _LEVEL_WORDS:
+        at = piece.find(word, 1)
+        while at != -1:
+            if not piece[at - 1].isspace():
+                return True
+            at = piece.find(word, at + 1)
+    return False
+
+
 def _split_segments(text: str) -> list[str]:
     """tqdm rewrites a line with \\r; records get glued onto bars. One piece per record."""
     pieces = [p for p in text.split("\r") if p.strip()] if "\r" in text else [text]
     out: list[str] = []
     for piece in pieces:
-        if "INFO" in piece or "WARNING" in piece or "ERROR" in piece or "DEBUG" in piece or "CRITICAL" in piece:
+        if _may_hold_glued_record(piece):
             out.extend(part for part in _GLUED.split(piece) if part)
         else:
             out.append(piece)

@@ -23,8 +23,8 @@ MAX_EVIDENCE_CHARS = 600
 MAX_WRAP_JOIN = 64             # physical lines a wrapped record may span
 MIN_WRAP_CANDIDATE = 60        # shorter unmatched lines are not worth re-joining
 MAX_COVERAGE_GROUPS = 500
-STATS_CAP = 20_000             # stats events an attempt keeps before merging neighbours
-KIND_HEAD, KIND_TAIL = 5_000, 5_000   # other events an attempt keeps per kind: the first and the last
+STATS_CAP = 4_000              # stats events an attempt keeps before merging neighbours
+KIND_HEAD, KIND_TAIL = 1_000, 1_000   # other events an attempt keeps per kind: the first and the last
 
 _TRACEBACK_BODY = re.compile(r"^(?:\s|[\^~]+\s*$|$)")
 _TEMPLATE_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.,:]\d+)*|'[^']{24,}'|\"[^\"]{24,}\"")

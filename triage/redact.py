@@ -28,8 +28,9 @@ _PATTERNS: tuple[tuple[str, Any], ...] = (
         r"(?i)\b(?:password|passwd|secret|access_token|auth_token|token)\b['\"]?\s*(?:=|:)\s*['\"]?(?P<secret>(?!\*\*\*|None\b|True\b|False\b)[^'\"\s,)}]{4,})")),
 )
 # Every pattern above needs one of these; most log lines have none, and skip the nine searches.
-_QUICK = re.compile(r"(?i)(?:key|token|passw|passwd|secret)['\"]?\s*[=:]|--api-key|hf_[a-z0-9]{8}|sk-[a-z0-9_-]{8}"
-                    r"|bearer\s|://[^\s/@]+:[^\s/@]*@|AKIA|ASIA")
+# Searched in the lower-cased line: case-insensitive matching would make it four times slower.
+_QUICK = re.compile(r"(?:key|token|passw|passwd|secret)['\"]?\s*[=:]|--api-key|hf_[a-z0-9]{8}|sk-[a-z0-9_-]{8}"
+                    r"|bearer\s|://[^\s/@]+:[^\s/@]*@|akia|asia")
 
 
 # Prompt and completion text in request logging, dumps and request errors (--redact-prompts).
@@ -51,7 +52,7 @@ class Redactor:
     def redact_mapped(self, text: str) -> tuple[str, Callable[[int], int]]:
         """Redact `text`; also return a function mapping offsets in `text` to offsets in the result."""
         patterns: list[tuple[str, re.Pattern[str]]] = []
-        if self.enabled and _QUICK.search(text):
+        if self.enabled and _QUICK.search(text.lower()):
             patterns.extend(_PATTERNS)
         if self.prompts and _QUICK_PROMPT.search(text):
             patterns.extend(_PROMPTS)

@@ -6,16 +6,18 @@ Lines are streamed, never read whole, and an absurdly long line is cut rather th
 from __future__ import annotations
 
 import bz2
+import collections
 import gzip
 import io
+import itertools
 import lzma
+import multiprocessing
 import os
 import re
 import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
-import multiprocessing
 from typing import BinaryIO, Callable, Iterator
 
 from .errors import InputError
@@ -104,9 +106,11 @@ def _looks_binary(sample: bytes) -> bool:
     return bad > len(text) * 0.10
 
 
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 4 << 20
 COMPRESSED_READ_BYTES = 64 << 10
-PIECE_BYTES = 16 << 20            # one worker's share of a large file
+PIECE_BYTES = 4 << 20             # one worker's share of a large file at a time
+WORKERS = 2
+IN_FLIGHT = 2 * WORKERS           # pieces handed out ahead of the parser
 PARALLEL_MIN_BYTES = 64 << 20     # below this, a second process costs more than it saves
 _DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
@@ -193,13 +197,25 @@ def _blocks(stream: BinaryIO, inp: LogInput) -> Iterator[bytes]:
 
 
 def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> Iterator[tuple[int, str]]:
-    """Two worker processes split byte ranges of a large plain file while this one parses."""
+    """Two worker processes split byte ranges of a large plain file while this one parses.
+
+    At most IN_FLIGHT pieces are handed out ahead of the parser, so a log the parser reads slowly
+    (few bulk lines) cannot pile up finished pieces in memory.
+    """
     size = inp.size or 0
     jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk) for start in range(0, size, PIECE_BYTES)]
     number = 0
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with context.Pool(2) as pool:
-        for (rest, count, tally, cut), (_, _, end, _) in zip(pool.imap(_split_range, jobs), jobs):
+    with context.Pool(WORKERS) as pool:
+        pending: collections.deque = collections.deque()
+        queue = iter(jobs)
+        for job in itertools.islice(queue, IN_FLIGHT):
+            pending.append((pool.apply_async(_split_range, (job,)), job[2]))
+        while pending:
+            result, end = pending.popleft()
+            rest, count, tally, cut = result.get()
+            for job in itertools.islice(queue, 1):
+                pending.append((pool.apply_async(_split_range, (job,)), job[2]))
             for rel, raw in rest:
                 yield number + rel, _decode(raw, inp)
             number += count
