@@ -99,6 +99,7 @@ def main() -> None:
     log = Path(args.log) if args.log else work / f"vllm-{args.mb}mib.log"
     if not args.log:
         lines = make_log.write(str(log), args.mb << 20, seed=1)
+        os.sync()                               # the new file's write-back must not run during the timings
     else:
         lines = sum(1 for _ in open(log, "rb"))
     size = log.stat().st_size

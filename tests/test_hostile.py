@@ -111,3 +111,20 @@ def test_absurd_numbers_do_not_crash(tmp_path, line):
     result = run_cli("--format", "json", str(path))
     assert result.returncode in (0, 1, 3), result.stderr
     json.loads(result.stdout)
+
+
+def test_settings_vllm_would_refuse_are_unknown_not_used(tmp_path):
+    """A mangled log can show tensor_parallel_size=0: no division by it, and the fact is unknown."""
+    path = tmp_path / "zero-tp.log"
+    path.write_text(
+        "INFO 09-04 01:12:55 llm_engine.py:184] Initializing an LLM engine (v0.5.5) with config: "
+        "model='meta-llama/Llama-2-13b-chat-hf', tokenizer='meta-llama/Llama-2-13b-chat-hf', dtype=torch.float16, "
+        "max_seq_len=0, tensor_parallel_size=0, pipeline_parallel_size=0, gpu_memory_utilization=7.5, seed=0)\n"
+        "INFO 09-04 01:13:18 llm_engine.py:357] # GPU blocks: 0, # CPU blocks: 512\n"
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine.\n")
+    result = run_cli("--format", "json", str(path))
+    assert result.returncode == 1, result.stderr
+    facts = json.loads(result.stdout)["facts"]
+    for name in ("tensor_parallel_size", "pipeline_parallel_size", "max_model_len", "gpu_memory_utilization"):
+        assert name not in facts or facts[name]["value"] is None, name

@@ -136,6 +136,13 @@ _KIND_TRUST = {"kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2, "max_c
                "engine_config": 4, "memory_profile": 5, "free_memory_low": 5, "memory_usage": 5, "version": 6,
                "model_name": 6, "load_start": 7, "long_context_warning": 8}
 _NONE_STRINGS = frozenset({"None", "none", "", "null"})
+# Settings vLLM refuses outside these bounds: a log that shows one is mangled, and the value is unknown.
+_SETTING_BOUNDS: Mapping[str, tuple[float, float]] = {
+    "max_model_len": (1, float("inf")), "tensor_parallel_size": (1, float("inf")),
+    "pipeline_parallel_size": (1, float("inf")), "max_num_seqs": (1, float("inf")),
+    "max_num_batched_tokens": (1, float("inf")), "block_size": (1, float("inf")),
+    "gpu_memory_utilization": (1e-9, 1.0),
+}
 _V1_PROCESS = re.compile(r"^(?:EngineCore|APIServer|ApiServer|VllmWorker rank|VllmWorker |Worker|DPSupervisor)")
 _V0_PROCESS = re.compile(r"^VllmWorkerProcess\b")
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
@@ -164,10 +171,17 @@ class _Facts:
 
 
 def _first_with(events: Sequence[LogEvent], key: str, trust: Mapping[str, int] = _KIND_TRUST) -> LogEvent | None:
-    candidates = [e for e in events if key in e.fields and not _is_none(e.fields[key])]
+    candidates = [e for e in events if key in e.fields and not _is_none(e.fields[key]) and _possible(key, e.fields[key])]
     if not candidates:
         return None
     return min(candidates, key=lambda e: (trust.get(e.kind, 9), e.seq))
+
+
+def _possible(key: str, value: Any) -> bool:
+    bounds = _SETTING_BOUNDS.get(key)
+    if bounds is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True
+    return bounds[0] <= value <= bounds[1]
 
 
 def _is_none(value: Any) -> bool:
