@@ -7,20 +7,12 @@ import jsonschema
 import pytest
 
 from triage.render.json import report_dict
+from triage.selftest import figure_matches
 
 from conftest import FIXTURES, diagnose_files
 from test_docs import SCHEMA
 
 MANIFEST = tomllib.loads((FIXTURES / "manifest.toml").read_text())["fixture"]
-
-
-def _close(got, want) -> bool:
-    if isinstance(want, float) or isinstance(got, float):
-        try:
-            return abs(float(got) - float(want)) <= max(0.011 * abs(float(want)), 0.011)
-        except (TypeError, ValueError):
-            return False
-    return got == want
 
 
 @pytest.mark.parametrize("entry", MANIFEST, ids=[e["file"] for e in MANIFEST])
@@ -34,7 +26,7 @@ def test_fixture_is_diagnosed_as_labelled(kit, entry):
         assert len(report.attempts) == entry["attempts"]
     wrong = {name: (d.facts[name].value if name in d.facts else None, want)
              for name, want in entry.get("facts", {}).items()
-             if name not in d.facts or not _close(d.facts[name].value, want)}
+             if name not in d.facts or not figure_matches(d.facts[name].value, want)}
     assert not wrong, f"{entry['file']}: (got, want) {wrong}"
     jsonschema.validate(report_dict(report), SCHEMA)
 

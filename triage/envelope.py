@@ -157,30 +157,24 @@ def _split_segments(text: str) -> list[str]:
     return out or [""]
 
 
-def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, process: str | None,
-                    wrapped: bool, width: int = 0) -> Record:
-    pos = 0
-    prefixed = wrapped
-    names: list[str] = []
-    while True:
-        m = _PROCESS.match(text, pos)
-        if not m:
-            break
+def _process_groups(text: str, pos: int, names: list[str]) -> int:
+    """Read "(Name pid=N)" groups from `pos`, nested ones too, into `names`; return where they end."""
+    while m := _PROCESS.match(text, pos):
         name = m["name"].strip()
         names.append(f"{name} pid={m['pid']}" if name else f"pid={m['pid']}")
         pos = m.end()
+    return pos
+
+
+def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, process: str | None,
+                    wrapped: bool, width: int = 0) -> Record:
+    prefixed = wrapped
+    names: list[str] = []
+    pos = _process_groups(text, 0, names)
     m = _RANK.match(text, pos)
     if m:
         names.append(f"rank{m['rank']}")
-        pos = m.end()
-    # A nested "(Name pid=N)" may follow the rank marker too.
-    while True:
-        m = _PROCESS.match(text, pos)
-        if not m:
-            break
-        name = m["name"].strip()
-        names.append(f"{name} pid={m['pid']}" if name else f"pid={m['pid']}")
-        pos = m.end()
+        pos = _process_groups(text, m.end(), names)     # a "(Name pid=N)" may follow the rank marker too
     if names:
         prefixed = True
         process = names[-1] if len(names) == 1 or not names[-1].startswith("rank") else " ".join(names[-2:])

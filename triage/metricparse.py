@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from .errors import InputError
 from .model import SourceRef
@@ -117,10 +117,6 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
             samples.append(MetricSample(canonical_name(s.name), dict(s.labels), float(s.value), scrape,
                                         SourceRef(path, number, raw), float(when) if when is not None else None))
     return samples
-
-
-def vllm_samples(samples: Iterable[MetricSample]) -> list[MetricSample]:
-    return [s for s in samples if s.name.startswith("vllm:")]
 
 
 MIN_MTIME_GAP_SECONDS = 1.0     # closer file times are copies, not scrapes

@@ -63,7 +63,8 @@ def load_manifest(directory: Path) -> list[Mapping[str, Any]]:
     return entries
 
 
-def _close(got: Any, want: Any) -> bool:
+def figure_matches(got: Any, want: Any) -> bool:
+    """A fixture's expected figure: numbers within 1.1 % (or 0.011: logs print rounded figures), the rest exactly."""
     if isinstance(want, float) or isinstance(got, float):
         try:
             return abs(float(got) - float(want)) <= max(0.011 * abs(float(want)), 0.011)
@@ -86,7 +87,7 @@ def run_case(kit: Toolkit, directory: Path, entry: Mapping[str, Any]) -> CaseRes
         problems.append(f"{len(report.attempts)} startup attempts, labelled {entry['attempts']}")
     for name, want in entry.get("facts", {}).items():
         got = d.facts[name].value if name in d.facts else None
-        if not _close(got, want):
+        if not figure_matches(got, want):
             problems.append(f"{name} {got if got is not None else 'unknown'}, labelled {want}")
     return CaseResult(entry["file"], entry["file"].split("/")[0], entry["verdict"], d.verdict, tuple(problems))
 
