@@ -112,3 +112,51 @@ def test_bad_rules_directory_is_a_clear_error(tmp_path):
 def test_version():
     result = run_cli("--version")
     assert result.returncode == 0 and result.stdout.startswith(b"vtriage, version")
+
+
+def _slow_stdin_run(stderr_is_terminal: bool) -> tuple[int, bytes, bytes]:
+    """vtriage - fed ~24 MiB over ~2.5 s, with stderr a pseudo-terminal or a pipe."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+    chunk = (HEALTHY_LOG * 4096)[:1 << 20]
+    master, slave = pty.openpty() if stderr_is_terminal else (None, None)
+    proc = subprocess.Popen([sys.executable, "-m", "triage", "--format", "json", "-"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=slave if stderr_is_terminal else subprocess.PIPE,
+                            env={**os.environ, "NO_COLOR": "1"})
+    for _ in range(24):
+        proc.stdin.write(chunk)
+        proc.stdin.flush()
+        time.sleep(0.1)
+    proc.stdin.close()
+    out = proc.stdout.read()
+    proc.wait(timeout=120)
+    if stderr_is_terminal:
+        os.close(slave)
+        err = b""
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            err += data
+        os.close(master)
+    else:
+        err = proc.stderr.read()
+    return proc.returncode, out, err
+
+
+def test_a_long_read_shows_progress_on_a_terminal_and_never_in_a_pipe():
+    code, out, err = _slow_stdin_run(stderr_is_terminal=True)
+    assert code == 0 and json.loads(out)["verdict"] == "healthy"      # stdout stays clean JSON
+    text = err.decode()
+    assert "\rreading <stdin>: " in text and " MiB, " in text and "MB/s" in text, text
+    assert text.endswith("\r\x1b[K")                                    # erased before the report
+    code, out, err = _slow_stdin_run(stderr_is_terminal=False)
+    assert code == 0 and json.loads(out)["verdict"] == "healthy"
+    assert b"reading" not in err and b"\r" not in err

@@ -258,13 +258,19 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     gpu_facts, gpu_warnings = snapshot_facts(snapshot) if snapshot else ({}, [])
     metrics = _read_metrics(ctx, metric_options)
     redactor = Redactor(enabled=not no_redact, prompts=redact_prompts)
-    if sys.stderr.isatty() and not quiet:
-        for inp in inputs:
-            inp.progress = ProgressLine(inp.name, inp.size)
+    progress = [ProgressLine(inp.name, None if inp.compression else inp.size)   # bytes read are decompressed ones
+                for inp in inputs] if sys.stderr.isatty() and not quiet else []
+    for inp, line in zip(inputs, progress):
+        inp.progress = line
     since, until = metric_options["since"], metric_options["until"]
     window = (since, until, utc_now()) if (since or until) and not metric_options["prometheus_url"] else None
-    report = build_report(inputs, kit, redactor, metrics.samples if metrics else (), metrics.inputs if metrics else (),
-                          metrics.origin if metrics else None, metrics.warnings if metrics else (), gpu_facts, window)
+    try:
+        report = build_report(inputs, kit, redactor, metrics.samples if metrics else (),
+                              metrics.inputs if metrics else (), metrics.origin if metrics else None,
+                              metrics.warnings if metrics else (), gpu_facts, window)
+    finally:
+        for line in progress:
+            line.close()
     if snapshot is not None:
         report = dataclasses.replace(report, inputs=report.inputs + (gpu_input(snapshot),),
                                      warnings=report.warnings + tuple(gpu_warnings))
@@ -677,7 +683,10 @@ class ProgressLine:
         else:
             text += f", {rate / 1e6:,.0f} MB/s"
         click.echo(f"\r{text}\x1b[K", err=True, nl=False)
-        if self.size and done >= self.size:
+
+    def close(self) -> None:
+        """Erase the line once the read is over, so the report starts on a clean line."""
+        if self.shown:
             click.echo("\r\x1b[K", err=True, nl=False)
 
 
