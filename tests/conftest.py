@@ -1,12 +1,14 @@
 """Shared helpers: run the real pipeline on inline text or fixture files, and the CLI as a user does."""
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from triage.cli import load_toolkit
@@ -91,6 +93,19 @@ def diagnose_with_metrics(kit, metrics, log_text: str | None = None, log_path: P
     finally:
         if tmp:
             tmp.unlink()
+
+
+REPORT_SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
+
+
+def json_report(*args: str) -> tuple[int, dict]:
+    """`vtriage --format json ARGS`: the exit code and the report, which must be valid against the
+    JSON Schema, with nothing on stderr."""
+    result = run_cli("--format", "json", *args)
+    assert result.stderr == b"", result.stderr.decode()
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, REPORT_SCHEMA)
+    return result.returncode, data
 
 
 def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd: Path | None = None):

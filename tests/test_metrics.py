@@ -7,7 +7,6 @@ import math
 import os
 import tomllib
 
-import jsonschema
 import pytest
 
 from triage.errors import InputError
@@ -16,12 +15,11 @@ from triage.metricfacts import extract_metric_facts
 from triage.metricparse import Snapshot, canonical_name, order_snapshots, parse_exposition
 from triage.metricseries import counter_increase, histogram_quantile, time_at_or_above, per_scrape
 
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, json_report, run_cli
 
 METRICS = FIXTURES / "metrics"
 MANIFEST = tomllib.loads((METRICS / "manifest.toml").read_text())
 INCIDENTS = sorted(p.parent for p in (FIXTURES / "incidents").glob("*/incident.toml"))
-SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 
 
 def _samples(*names):
@@ -31,14 +29,6 @@ def _samples(*names):
     return out
 
 
-def _json(*args):
-    result = run_cli("--format", "json", *args)
-    assert result.stderr == b"", result.stderr.decode()
-    data = json.loads(result.stdout)
-    jsonschema.validate(data, SCHEMA)
-    return result.returncode, data
-
-
 # --- the sets of fixtures/metrics/manifest.toml ----------------------------------------------------
 
 @pytest.mark.parametrize("entry", MANIFEST["set"], ids=[s["files"][0] for s in MANIFEST["set"]])
@@ -46,7 +36,7 @@ def test_snapshot_set(entry):
     args = [a for f in entry["files"] for a in ("--metrics", str(METRICS / f))]
     if "interval" in entry:
         args += ["--interval", str(entry["interval"])]
-    code, data = _json(*args)
+    code, data = json_report(*args)
     assert (data["verdict"], data["rule_path"][-1]) == (entry["verdict"], entry["rule"])
     assert code == (0 if entry["verdict"] == "healthy" else 1)
     for name, expected in entry["facts"].items():
@@ -79,9 +69,9 @@ def test_incident_log_and_metrics_join_into_one_verdict(folder):
     log = str(folder / spec["log"])
     metrics = [a for m in spec["metrics"] for a in ("--metrics", str(folder / m))]
     timing = ["--interval", str(spec["interval"])]
-    assert _json(log)[1]["verdict"] == spec["log_alone"]
-    assert _json(*metrics, *timing)[1]["verdict"] == spec["metrics_alone"]
-    code, joined = _json(log, *metrics, *timing)
+    assert json_report(log)[1]["verdict"] == spec["log_alone"]
+    assert json_report(*metrics, *timing)[1]["verdict"] == spec["metrics_alone"]
+    code, joined = json_report(log, *metrics, *timing)
     assert (joined["verdict"], joined["rule_path"][-1]) == (spec["joined"], spec["joined_rule"])
     for name, expected in spec["facts"].items():
         assert joined["facts"][name]["value"] == pytest.approx(expected, abs=1e-3), name
@@ -170,7 +160,7 @@ def test_files_are_timed_by_their_mtime(tmp_path):
         target.write_bytes((METRICS / name).read_bytes())
         os.utime(target, (1_764_500_000 + 60 * i, 1_764_500_000 + 60 * i))
         paths += ["--metrics", str(target)]
-    _, data = _json(*paths)
+    _, data = json_report(*paths)
     assert data["facts"]["metrics_window_seconds"]["value"] == 60.0
     assert data["facts"]["preemption_rate_per_min"]["value"] == pytest.approx(743.0)
     assert "modification times" in data["facts"]["metrics_window_seconds"]["note"]
@@ -275,7 +265,7 @@ def test_secrets_in_metric_labels_are_redacted(tmp_path):
     snapshot.write_text('vllm:cache_config_info{block_size="16",gpu_memory_utilization="0.85",'
                         'kv_transfer_config="hf_token=hf_abcdefghijklmnopqrstuvwxyz0123"} 1.0\n'
                         'vllm:num_requests_running{model_name="m"} 2.0\n')
-    _, data = _json("--metrics", str(snapshot))
+    _, data = json_report("--metrics", str(snapshot))
     assert data["facts"]["gpu_memory_utilization"]["value"] == 0.85
     assert "hf_abcdefghij" not in json.dumps(data) and data["redactions"].get("hf_token", 0) >= 1
     shown = run_cli("--format", "json", "--no-redact", "--metrics", str(snapshot))

@@ -6,15 +6,12 @@ so prometheus-client exposes vllm:x as vllm_x there, as it does for a real vLLM.
 """
 from __future__ import annotations
 
-import json
 
-import jsonschema
 import pytest
 
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, json_report, run_cli
 from services import Target, prometheus_binary, start_prometheus, start_sim, wait_for_samples, wait_for_targets
 
-SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text())
 PODS = {"vllm-0": "healthy", "vllm-1": "preempting", "vllm-2": "healthy"}
 FLEET = '{namespace="llm",pod=~"vllm-.*"}'
 WINDOW = ("--since", "20s")
@@ -44,14 +41,6 @@ def prometheus(tmp_path_factory):
             sim.stop()
 
 
-def _json(*args):
-    result = run_cli("--format", "json", *args)
-    assert result.stderr == b"", result.stderr.decode()
-    data = json.loads(result.stdout)
-    jsonschema.validate(data, SCHEMA)
-    return result.returncode, data
-
-
 def _error(*args) -> str:
     result = run_cli(*args)
     err = result.stderr.decode()
@@ -73,7 +62,7 @@ def test_fleet_view_text(prometheus):
 
 
 def test_fleet_view_json(prometheus):
-    code, data = _json("--prometheus", prometheus.url, "--selector", FLEET, *WINDOW)
+    code, data = json_report("--prometheus", prometheus.url, "--selector", FLEET, *WINDOW)
     fleet = data["fleet"]
     assert code == 1 and data["verdict"] == fleet["verdict"] == "preemption_slowdown"
     assert fleet["source"]["kind"] == "prometheus" and fleet["source"]["step_seconds"] == 1
@@ -94,13 +83,13 @@ def test_fleet_view_json(prometheus):
 
 
 def test_job_shorthand_still_finds_the_gpu_exporter(prometheus):
-    code, data = _json("--prometheus", prometheus.url, "--job", "vllm", *WINDOW)
+    code, data = json_report("--prometheus", prometheus.url, "--job", "vllm", *WINDOW)
     assert {i["name"]: i["verdict"] for i in data["fleet"]["instances"]}["vllm-2"] == "external_pressure"
 
 
 def test_one_pod_joined_with_its_log(prometheus):
     log = FIXTURES / "incidents" / "v1-0.10.1-silent-preemption" / "server.log"
-    code, data = _json(str(log), "--prometheus", prometheus.url, "--selector", '{pod="vllm-1"}', *WINDOW)
+    code, data = json_report(str(log), "--prometheus", prometheus.url, "--selector", '{pod="vllm-1"}', *WINDOW)
     assert code == 1 and data["verdict"] == "preemption_slowdown" and data["fleet"]["log_joined"] is True
     sources = {e["source"] for e in data["findings"][0]["evidence"]}
     assert str(log) in sources and any(s.startswith("prometheus:") for s in sources)
@@ -109,13 +98,13 @@ def test_one_pod_joined_with_its_log(prometheus):
 
 def test_a_log_is_not_joined_with_a_whole_fleet(prometheus):
     log = FIXTURES / "incidents" / "v1-0.10.1-silent-preemption" / "server.log"
-    code, data = _json(str(log), "--prometheus", prometheus.url, "--selector", FLEET, *WINDOW)
+    code, data = json_report(str(log), "--prometheus", prometheus.url, "--selector", FLEET, *WINDOW)
     assert data["fleet"]["log_joined"] is False
     assert any("the log was diagnosed on its own" in w for w in data["warnings"])
 
 
 def test_an_instant_reads_like_one_snapshot(prometheus):
-    code, data = _json("--prometheus", prometheus.url, "--selector", FLEET, "--at", "now")
+    code, data = json_report("--prometheus", prometheus.url, "--selector", FLEET, "--at", "now")
     assert data["fleet"]["source"]["start"] == data["fleet"]["source"]["end"]
     busy = next(i for i in data["fleet"]["instances"] if i["name"] == "vllm-1")
     assert data["facts"]["metrics_snapshots"]["value"] == 1 and busy["figures"]["preemptions"] > 0
