@@ -222,6 +222,27 @@ def test_engines_stay_separate():
     assert warnings == []
 
 
+_SERVER_WIDE = (  # 0.32+: admission_rejections has model_name and reason but no engine label
+    'vllm:num_requests_running{engine="0",model_name="Qwen/Qwen3-8B"} 12\n'
+    'vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-8B"} 0.41\n'
+    'vllm:num_preemptions_total{engine="0",model_name="Qwen/Qwen3-8B"} 0\n'
+    'vllm:admission_rejections_total{model_name="Qwen/Qwen3-8B",reason="queue_full"} 0\n'
+    'vllm:admission_rejections_created{model_name="Qwen/Qwen3-8B",reason="queue_full"} 1.7806e+09\n')
+
+
+def test_series_without_an_engine_label_belong_to_the_server_not_a_new_instance(tmp_path):
+    units, warnings = split_units(_exposition(_SERVER_WIDE))
+    assert [(u.model, u.engine) for u in units] == [("Qwen/Qwen3-8B", "0")] and warnings == []
+    assert any(s.name == "vllm:admission_rejections_total" for s in units[0].samples)
+    snapshot = tmp_path / "m.prom"
+    snapshot.write_text(_SERVER_WIDE)
+    code, data = json_report("--metrics", str(snapshot))
+    assert data["fleet"] is None and data["verdict"] == "healthy" and code == 0
+    two_engines = _SERVER_WIDE + _SERVER_WIDE.replace('engine="0"', 'engine="1"').split("vllm:admission")[0]
+    units, _ = split_units(_exposition(two_engines))
+    assert [u.engine for u in units] == ["0", "1"]
+
+
 def test_gpu_exporter_series_join_the_server_they_describe():
     units, warnings = split_units(_samples("v1-0.11.1-llama31-8b-h100-healthy.prom", "dcgm-h100-external.prom"))
     assert len(units) == 1 and any(s.name == "DCGM_FI_DEV_FB_USED" for s in units[0].samples)

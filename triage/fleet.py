@@ -47,7 +47,11 @@ def split_units(samples: Sequence[MetricSample]) -> tuple[list[Unit], list[str]]
     """Units in a stable order, and warnings about samples that belong to none."""
     vllm = [s for s in samples if s.name.startswith("vllm:")]
     named = [s for s in vllm if s.labels.get("model_name")] or vllm
-    keys = sorted({(_instance_of(s), s.labels.get("model_name"), s.labels.get("engine")) for s in named},
+    found = {(_instance_of(s), s.labels.get("model_name"), s.labels.get("engine")) for s in named}
+    # A series without an engine label (admission_rejections_total, its _created) is the server's, not
+    # an engine of its own: where the same instance and model have engines, it joins each of them.
+    engined = {(k[0], k[1]) for k in found if k[2] is not None}
+    keys = sorted((k for k in found if k[2] is not None or (k[0], k[1]) not in engined),
                   key=lambda k: (k[0], k[1] or "", k[2] or ""))
     instances = sorted({k[0] for k in keys})
     members: dict[tuple, list[MetricSample]] = {k: [] for k in keys}
