@@ -96,7 +96,7 @@ def test_malformed_file_names_the_line():
 
 def test_old_and_new_names_give_the_same_facts():
     old = extract_metric_facts(_samples("v0-names-healthy.prom"))
-    assert old["kv_cache_usage_max"].value == 0.0821 and old["preemptions"].value == 0
+    assert old["kv_cache_usage_max"].value == 0.0821 and old["preemptions_since_start"].value == 0
     assert old["engine"].value == "v0"
     new = extract_metric_facts(_samples("v1-preempting-0.prom"))
     assert new["kv_cache_usage_max"].value == 0.9912 and new["engine"].value == "v1"
@@ -215,7 +215,8 @@ def test_time_at_full_kv_cache():
 
 def test_engines_stay_separate():
     units, warnings = split_units(_samples("v1-0.11.1-llama31-70b-dp2-engine1-preempting.prom"))
-    assert [(u.engine, extract_metric_facts(u.samples)["preemptions"].value) for u in units] == [("0", 3), ("1", 5210)]
+    assert [(u.engine, extract_metric_facts(u.samples)["preemptions_since_start"].value) for u in units] == \
+        [("0", 3), ("1", 5210)]
     for unit in units:       # cache_config_info has one series per engine; each unit gets its own
         infos = [s for s in unit.samples if s.name == "vllm:cache_config_info"]
         assert [s.labels["engine"] for s in infos] == [unit.engine]
@@ -241,6 +242,49 @@ def test_series_without_an_engine_label_belong_to_the_server_not_a_new_instance(
     two_engines = _SERVER_WIDE + _SERVER_WIDE.replace('engine="0"', 'engine="1"').split("vllm:admission")[0]
     units, _ = split_units(_exposition(two_engines))
     assert [u.engine for u in units] == ["0", "1"]
+
+
+YOUNG, OLD = (METRICS / f"federate-v1-0.11.1-qwen3-8b-one-snapshot-{age}.prom" for age in ("young", "old"))
+
+
+def test_one_snapshot_old_and_young_servers_with_the_same_lifetime_count():
+    """640 preemptions since the start: 53 a minute on a server 12 minutes old, a trickle on one a month old."""
+    _, young = json_report("--metrics", str(YOUNG))
+    _, old = json_report("--metrics", str(OLD))
+    assert young["verdict"] == "preemption_slowdown" and old["verdict"] == "healthy"
+    for data in (young, old):
+        assert data["facts"]["preemptions_since_start"]["value"] == 640 and "preemptions" not in data["facts"]
+        assert "process_start_time_seconds" in data["facts"]["server_uptime_seconds"]["note"]
+    assert "53.3 per minute on average" in young["summary"]
+    slowdown = next(r for r in old["ruled_out"] if r["verdict"] == "preemption_slowdown")
+    assert slowdown["reason"].startswith("640 preemption(s) since the server started, 0.01 a minute on average")
+
+
+def test_the_same_snapshot_given_three_times_is_read_once():
+    for path, verdict in ((YOUNG, "preemption_slowdown"), (OLD, "healthy"), (METRICS / "v1-preempting-0.prom",
+                                                                            "preemption_slowdown")):
+        _, once = json_report("--metrics", str(path))
+        _, thrice = json_report(*(["--metrics", str(path)] * 3))
+        assert once["verdict"] == thrice["verdict"] == verdict, path.name
+        assert thrice["facts"]["metrics_snapshots"]["value"] == 1
+        assert "2 of the 3 snapshots are copies" in thrice["facts"]["metrics_snapshots"]["note"]
+
+
+def test_without_a_time_base_or_request_count_a_lifetime_count_is_context(tmp_path):
+    untimed = tmp_path / "m.prom"
+    untimed.write_text("".join(line.rsplit(" ", 1)[0] + "\n" for line in YOUNG.read_text().splitlines()
+                               if "request_success" not in line and not line.startswith("#")))
+    code, data = json_report("--metrics", str(untimed))
+    assert data["verdict"] == "healthy" and "preemption_rate_per_min" not in data["facts"]
+    slowdown = next(r for r in data["ruled_out"] if r["verdict"] == "preemption_slowdown")
+    assert "640 preemption(s) since the server started" in slowdown["reason"]
+    assert "context, not a verdict" in slowdown["reason"]
+    with_requests = tmp_path / "r.prom"                  # the request count alone weighs it: 0.71 per request
+    with_requests.write_text("".join(line.rsplit(" ", 1)[0] + "\n" for line in YOUNG.read_text().splitlines()
+                                     if not line.startswith("#")))
+    _, data = json_report("--metrics", str(with_requests))
+    assert (data["verdict"], data["rule_path"][-1]) == ("preemption_slowdown", "preemptions-per-request")
+    assert data["facts"]["preemptions_per_request_mean"]["value"] == pytest.approx(640 / 900, abs=1e-3)
 
 
 def test_gpu_exporter_series_join_the_server_they_describe():

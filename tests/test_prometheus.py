@@ -107,8 +107,12 @@ def test_an_instant_reads_like_one_snapshot(prometheus):
     code, data = json_report("--prometheus", prometheus.url, "--selector", FLEET, "--at", "now")
     assert data["fleet"]["source"]["start"] == data["fleet"]["source"]["end"]
     busy = next(i for i in data["fleet"]["instances"] if i["name"] == "vllm-1")
-    assert data["facts"]["metrics_snapshots"]["value"] == 1 and busy["figures"]["preemptions"] > 0
-    assert "since the server started" in data["facts"]["preemptions"]["note"]
+    assert data["facts"]["metrics_snapshots"]["value"] == 1 and busy["figures"]["preemptions_since_start"] > 0
+    assert "since the server started" in data["facts"]["preemptions_since_start"]["note"]
+    assert "preemptions" not in busy["figures"]       # a lifetime count is not a count over the window
+    # the instant's time minus the counters' _created is the uptime that makes the count a rate
+    assert "_created" in data["facts"]["server_uptime_seconds"]["note"]
+    assert busy["figures"]["preemption_rate_per_min"] > 0
 
 
 def test_selector_that_matches_nothing(prometheus):

@@ -72,6 +72,19 @@ def test_preempting_server_gives_a_rate(sims):
     assert len(data["timeline"]) == 3 and data["timeline"][1]["preemptions"] > 0
 
 
+def test_one_live_scrape_turns_the_lifetime_count_into_a_rate(sims):
+    """One scrape: its clock minus the counters' _created time is the server's uptime, so the lifetime
+    preemption count becomes an average rate; a healthy server's zero stays healthy."""
+    code, data = _json("--metrics-url", sims["preempting"], "--samples", "1")
+    facts = data["facts"]
+    assert code == 1 and (data["verdict"], data["rule_path"][-1]) == ("preemption_slowdown", "preemption-rate")
+    assert "preemptions" not in facts and facts["preemptions_since_start"]["value"] > 0
+    assert "_created" in facts["server_uptime_seconds"]["note"] and facts["server_uptime_seconds"]["value"] > 0
+    assert "since the server started" in facts["preemption_rate_per_min"]["note"]
+    code, data = _json("--metrics-url", sims["healthy"], "--samples", "1")
+    assert code == 0 and data["verdict"] == "healthy" and data["facts"]["preemption_rate_per_min"]["value"] == 0
+
+
 def test_healthy_server(sims):
     code, data = _json("--metrics-url", sims["healthy"], *FAST)
     assert code == 0 and data["verdict"] == "healthy"

@@ -155,7 +155,7 @@ def test_the_window_applies_to_timestamped_metric_samples(tmp_path):
     _, both, _ = _data("--metrics", m0, "--metrics", m1)
     assert both["facts"]["preemptions"]["value"] == 18954 - 18211          # the increase between scrapes
     _, last, _ = _data("--metrics", m0, "--metrics", m1, "--since", "2026-05-11T14:30:00Z")
-    assert last["facts"]["preemptions"]["value"] == 18954                  # one scrape left: the counter
+    assert last["facts"]["preemptions_since_start"]["value"] == 18954      # one scrape left: the counter
     assert last["window"]["samples_kept"] * 2 == last["window"]["samples_total"]
     assert "metric samples by their own timestamps (UTC)" in last["window"]["basis"]
 

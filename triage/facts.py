@@ -108,6 +108,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("saturated_seconds", float, "seconds", "Time the KV cache spent at >= 95 % usage in the metrics window."),
     _spec("saturated_share", float, "ratio", "Share of the metrics window the KV cache spent at >= 95 % usage."),
     _spec("waiting_growth", int, "requests", "Waiting queue at the end of the metrics window minus at its start."),
+    _spec("preemptions_since_start", int, "preemptions", "Preemptions since the server started (one snapshot's counter): context, not a rate."),
+    _spec("server_uptime_seconds", float, "seconds", "How long the server had run at the scrape (process_start_time_seconds or _created)."),
     _spec("prefix_cache_hit_rate", float, "ratio", "Prefix cache hits / queries over the window."),
     _spec("requests_finished", int, "requests", "Requests that finished in the window (request_num_preemptions count)."),
     _spec("preemptions_per_request_mean", float, "preemptions", "Mean preemptions per finished request."),

@@ -20,8 +20,8 @@ GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's 
 SEVERITY = ("weights_dont_fit", "kv_cache_too_small", "external_pressure", "other_failure", "preemption_slowdown",
             "inconclusive", "healthy")
 CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
-KEY_FIGURES = ("kv_cache_usage_max", "saturated_share", "preemptions", "preemption_rate_per_min",
-               "requests_preempted_share", "waiting_max", "waiting_growth", "ttft_p95_seconds",
+KEY_FIGURES = ("kv_cache_usage_max", "saturated_share", "preemptions", "preemptions_since_start",
+               "preemption_rate_per_min", "preemptions_per_request_mean", "requests_preempted_share", "waiting_max", "waiting_growth", "ttft_p95_seconds",
                "e2e_latency_p95_seconds", "gpu_memory_used_gib", "gpu_memory_beyond_budget_gib")
 BEYOND_BUDGET_NOTABLE_GIB = 1.0
 SATURATED_NOTABLE_SHARE = 0.5
@@ -109,12 +109,18 @@ def _median(values: Sequence[float]) -> float | None:
 
 def _stands_out(figures: Mapping[str, object], everyone: Sequence[Mapping[str, object]], diagnosis: Diagnosis) -> list[str]:
     reasons = []
-    preempted = figures.get("preemptions")
-    others_preempting = [f.get("preemptions") for f in everyone if f is not figures]
+    lifetime = "preemptions" not in figures
+    preempted = figures.get("preemptions", figures.get("preemptions_since_start"))
+    others_preempting = [f.get("preemptions", f.get("preemptions_since_start")) for f in everyone if f is not figures]
     if isinstance(preempted, (int, float)) and preempted > 0 and (
             diagnosis.verdict == "preemption_slowdown" or not any(others_preempting)):
         rate = figures.get("preemption_rate_per_min")
-        reasons.append(f"preempting: {preempted} preemptions" + (f" ({rate:.1f}/min)" if isinstance(rate, float) else ""))
+        per_request = figures.get("preemptions_per_request_mean")
+        extra = [f"{rate:.1f}/min"] if isinstance(rate, float) else []
+        if lifetime and isinstance(per_request, float):
+            extra.append(f"{per_request:.2g} per finished request")
+        reasons.append(f"preempting: {preempted} preemptions" + (" since the server started" if lifetime else "")
+                       + (f" ({', '.join(extra)})" if extra else ""))
     beyond = figures.get("gpu_memory_beyond_budget_gib")
     if isinstance(beyond, float) and beyond >= BEYOND_BUDGET_NOTABLE_GIB:
         budget = diagnosis.facts.get("budget_gib")

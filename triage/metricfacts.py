@@ -29,6 +29,8 @@ PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total
                "vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits")
 PREFIX_HIT_RATE = ("vllm:gpu_prefix_cache_hit_rate",)            # V0's own gauge, 0-1
 REQUEST_PREEMPTIONS = ("vllm:request_num_preemptions",)          # histogram, 0.30+
+REQUESTS_FINISHED = ("vllm:request_success_total", "vllm:request_success")
+PROCESS_START = "process_start_time_seconds"                     # prometheus-client's process collector (Linux)
 # (fact prefix, histogram names, unit suffix of the fact)
 HISTOGRAMS = (
     ("ttft", ("vllm:time_to_first_token_seconds",), "_seconds"),
@@ -76,6 +78,13 @@ def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None =
         _gpu_memory(facts, samples)
         return facts
     facts["server_up"] = _fact("server_up", True, [vllm[0].source], "the server answered /metrics")
+    given = len({s.scrape for s in vllm})
+    copies = _copies(vllm)
+    if copies:
+        samples = [s for s in samples if s.scrape not in copies]
+        vllm = [s for s in vllm if s.scrape not in copies]
+        ordering = (f"{ordering}; " if ordering else "") + \
+            f"{len(copies)} of the {given} snapshots are copies of the one before (same values, same or no time): read once"
     scrapes = sorted({s.scrape for s in vllm})
     facts["metrics_snapshots"] = _fact("metrics_snapshots", len(scrapes), [vllm[0].source], ordering)
     window = window_seconds(vllm)
@@ -85,13 +94,34 @@ def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None =
     _identity(facts, vllm)
     _kv_usage(facts, vllm)
     _queues(facts, vllm)
-    _preemptions(facts, vllm, window)
+    _preemptions(facts, vllm, window, _uptime(samples, vllm))
     _prefix_cache(facts, vllm)
     _histograms(facts, vllm)
     _request_preemptions(facts, vllm)
+    _preemptions_per_request(facts, vllm)
     _cache_config(facts, _of(vllm, CACHE_CONFIG))
     _gpu_memory(facts, samples)
     return facts
+
+
+def _copies(vllm: Sequence[MetricSample]) -> set[int]:
+    """Scrapes that repeat the one before them: every vLLM sample the same, at the same time or none. The
+    same file given twice says nothing about time passing; counting it as a scrape would turn a lifetime
+    count into an increase of zero."""
+    by_scrape: dict[int, list[MetricSample]] = {}
+    for s in vllm:
+        by_scrape.setdefault(s.scrape, []).append(s)
+    copies: set[int] = set()
+    before: tuple[list, float | None] | None = None
+    for scrape in sorted(by_scrape):
+        points = by_scrape[scrape]
+        content = sorted((s.name, sorted(s.labels.items()), s.value) for s in points)
+        when = points[0].time
+        if before is not None and content == before[0] and (when is None or when == before[1]):
+            copies.add(scrape)
+            continue
+        before = (content, when)
+    return copies
 
 
 def _identity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
@@ -150,24 +180,86 @@ def _created(vllm: Sequence[MetricSample], counter: str) -> list[MetricSample]:
     return [s for s in vllm if s.name == f"{stem}_created"]
 
 
-def _preemptions(facts: dict[str, Fact], vllm: Sequence[MetricSample], window: float | None) -> None:
+def _uptime(samples: Sequence[MetricSample], vllm: Sequence[MetricSample]) -> tuple[float, str, list[SourceRef]] | None:
+    """How long the server had run at the last scrape: the scrape's own time (a live scrape, or the
+    timestamps Prometheus writes) minus when the server started (`process_start_time_seconds`, else the
+    earliest `_created` of vLLM's counters). None without both: a saved file carries no time of its own."""
+    last = max(s.scrape for s in vllm)
+    now = next((s.time for s in vllm if s.scrape == last and s.time is not None), None)
+    if now is None or now < 1e9:                 # unknown, or seconds from the first snapshot: not a clock
+        return None
+    started = [s for s in samples if s.name == PROCESS_START and s.scrape == last and s.value > 1e9]
+    how = "process_start_time_seconds"
+    if not started:
+        started = [s for s in vllm if s.name.endswith("_created") and s.scrape == last and s.value > 1e9]
+        how = "the counters' _created time"
+    if not started:
+        return None
+    start = min(started, key=lambda s: s.value)
+    if now - start.value <= 0:
+        return None
+    stamp = next(s for s in vllm if s.scrape == last and s.time is not None)
+    return now - start.value, how, [start.source, stamp.source]
+
+
+def _preemptions(facts: dict[str, Fact], vllm: Sequence[MetricSample], window: float | None,
+                 uptime: tuple[float, str, list[SourceRef]] | None) -> None:
+    """Several scrapes: the counter's increase, a rate over the window. One scrape: a lifetime count, which
+    is context, not a verdict; it becomes a rate only with a time base (how long the server has run)."""
     counters = _of(vllm, PREEMPTIONS)
     grown = counter_increase(counters, _created(vllm, counters[0].name)) if counters else None
     if grown is None:
         return
-    if grown.scrapes > 1:
-        note = f"increase of {grown.first.name} over {grown.scrapes} snapshots"
-        if grown.resets:
-            note += f" (the server restarted {grown.resets} time(s): counted from zero after)"
-        evidence = [grown.first.source, grown.last.source]
-    else:
-        note = f"{grown.last.name} since the server started (one snapshot)"
+    if grown.scrapes == 1:
         evidence = [s.source for s in counters]
+        facts["preemptions_since_start"] = _fact(
+            "preemptions_since_start", grown.value, evidence,
+            f"{grown.last.name} in one snapshot: counted since the server started")
+        if uptime is not None:
+            seconds, how, where = uptime
+            facts["server_uptime_seconds"] = _fact("server_uptime_seconds", seconds, where,
+                                                   f"the scrape's time minus {how}")
+            facts["preemption_rate_per_min"] = _fact(
+                "preemption_rate_per_min", grown.value / (seconds / 60.0), evidence[:2] + where,
+                f"{grown.value:.0f} preemptions over the {_duration(seconds)} since the server started "
+                f"(from {how}): an average, not the rate now")
+        return
+    note = f"increase of {grown.first.name} over {grown.scrapes} snapshots"
+    if grown.resets:
+        note += f" (the server restarted {grown.resets} time(s): counted from zero after)"
+    evidence = [grown.first.source, grown.last.source]
     facts["preemptions"] = _fact("preemptions", grown.value, evidence, note)
-    span = window_seconds(counters) or (window if grown.scrapes > 1 else None)
-    if grown.scrapes > 1 and span:
+    span = window_seconds(counters) or window
+    if span:
         facts["preemption_rate_per_min"] = _fact("preemption_rate_per_min", grown.value / (span / 60.0), evidence,
                                                  f"{grown.value:.0f} preemptions in {span:.0f} s of metrics")
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.0f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.0f} hours"
+    return f"{seconds / 60:.0f} minutes"
+
+
+def _preemptions_per_request(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+    """Preemptions per finished request from the counters, over the same span as the preemption count
+    (the window, or since the start), when the per-request histogram (0.30+) did not already give it."""
+    count = facts.get("preemptions") or facts.get("preemptions_since_start")
+    if count is None or "preemptions_per_request_mean" in facts:
+        return
+    finished = counter_increase(_of(vllm, REQUESTS_FINISHED))
+    if finished is None:
+        base = _base(vllm, HISTOGRAMS[1][1])                   # every finished request has an e2e latency
+        finished = counter_increase([s for s in vllm if s.name == f"{base}_count"]) if base else None
+    if finished is None or finished.value <= 0:
+        return
+    evidence = list(count.evidence[:2]) + [finished.last.source]
+    facts.setdefault("requests_finished", _fact("requests_finished", finished.value, evidence, finished.last.name))
+    facts["preemptions_per_request_mean"] = _fact(
+        "preemptions_per_request_mean", count.value / finished.value, evidence,
+        f"{count.value} preemptions / {finished.value:.0f} finished requests ({finished.last.name})")
 
 
 def _prefix_cache(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:

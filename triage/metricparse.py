@@ -161,7 +161,8 @@ def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None
         gap = MIN_MTIME_GAP_SECONDS if snapshots[0].clock_is_mtime else 0.0
         rising = all(c is not None for c in clocks) and all(
             b - a > 0 and b - a >= gap for a, b in zip(clocks, clocks[1:]))  # type: ignore[operator]
-        if rising and len(snapshots) > 1:     # one file's mtime says when it was copied, not scraped
+        # one file's mtime says when it was copied, not scraped; one live scrape's clock is its time
+        if rising and (len(snapshots) > 1 or not snapshots[0].clock_is_mtime):
             times = list(clocks)
             how = ("in the order given, timed by the files' modification times" if snapshots[0].clock_is_mtime
                    else "in scrape order, timed by the scrape clock")

@@ -158,6 +158,10 @@ def instance_figures(figures: Mapping[str, Any], sep: str = "  ") -> str:
     if "preemptions" in f:
         rate = f" ({f['preemption_rate_per_min']:.1f}/min)" if "preemption_rate_per_min" in f else ""
         parts.append(f"preemptions {f['preemptions']}{rate}")
+    elif "preemptions_since_start" in f:
+        rates = ([f"{f['preemption_rate_per_min']:.2g}/min on average"] if "preemption_rate_per_min" in f else []) + \
+            ([f"{f['preemptions_per_request_mean']:.2g} per request"] if "preemptions_per_request_mean" in f else [])
+        parts.append(f"preemptions {f['preemptions_since_start']} since start" + (f" ({', '.join(rates)})" if rates else ""))
     if "requests_preempted_share" in f:
         parts.append(f"{f['requests_preempted_share']:.0%} of requests preempted")
     if "waiting_max" in f:
