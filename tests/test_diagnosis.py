@@ -22,11 +22,11 @@ torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 0 ha
     assert verdict(report) == "external_pressure"
     assert fact(report, "failed_phase") == "loading_weights"
     assert fact(report, "other_processes_gib") == 65.5
-    # (79.15 - 65.50) / 79.15 - 0.02 floors to 0.15: 11.87 GiB, less than an 8B model's ~14.9 GiB of weights,
+    # (79.15 - 65.50) / 79.15 - 0.02 floors to 0.15: 11.87 GiB, less than Llama-3.1-8B's 14.96 GiB of weights,
     # so the capacity model refuses to offer it and says to free the GPU instead.
     assert not any(f.flag == "--gpu-memory-utilization" for f in report.diagnosis.fixes)
     refusal = next(f for f in report.diagnosis.fixes if "cannot help" in f.action)
-    assert "0.15" in refusal.why and "14.90 GiB" in refusal.why and "model name" in refusal.why
+    assert "0.15" in refusal.why and "14.96 GiB" in refusal.why and "8.03 B parameters (Llama-3.1-8B)" in refusal.why
 
 
 def test_container_pid_view_is_vllm_itself(kit):

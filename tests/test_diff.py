@@ -52,7 +52,9 @@ def test_the_other_way_round_is_a_regression_and_exits_like_the_after_log(after)
     result = run_cli("diff", after, str(BEFORE))
     out = result.stdout.decode()
     assert result.returncode == 1 and out.startswith("REGRESSED: healthy -> kv_cache_too_small\n")
-    assert "Next fix for AFTER: vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 75440" in out
+    nxt = next(line for line in out.splitlines() if line.startswith("Next fix for AFTER: "))
+    assert nxt.startswith("Next fix for AFTER: vllm serve Qwen/Qwen2.5-7B-Instruct ") and "--hf-overrides" in nxt
+    assert nxt.endswith(" --max-model-len 75440")
     assert "Runbook: docs/runbooks/kv_cache_too_small.md" in out
 
 

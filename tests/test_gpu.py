@@ -218,7 +218,7 @@ def test_pasted_nvidia_smi_is_evidence_too(tmp_path):
     decided = run_cli(str(log), "--gpu-snapshot", paste, "--vllm-pid", "41877")
     out = decided.stdout.decode()
     assert decided.returncode == 1 and out.startswith("EXTERNAL PRESSURE")
-    assert "Stop or move the other process(es) holding 14.98 GiB on this GPU" in out
+    assert "Find and stop or move process 52210 holding 14.98 GiB on this GPU" in out
 
 
 @pytest.mark.parametrize("args", [["gpu"], ["-", "--probe-gpu"]])

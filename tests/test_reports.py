@@ -10,6 +10,7 @@ import difflib
 import hashlib
 import json
 import re
+from html import escape as html_escape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -160,7 +161,8 @@ def test_log_text_cannot_become_html(name):
 def test_injected_command_is_shown_verbatim():
     _, html = vtriage("--format", "html", "injected-command.log", cwd=REPORTS)
     command = re.sub(r"</?span[^>]*>", "", re.search(r"<code id=\"command\">(.*?)</code>", html).group(1))
-    assert command == "vllm serve &lt;script&gt;window.__pwned=1&lt;/script&gt; --max-model-len 17440"
+    # the model name is one shell word, quoted, and only ever text
+    assert command == "vllm serve &#39;&lt;script&gt;window.__pwned=1&lt;/script&gt;&#39; --max-model-len 17440"
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -173,9 +175,9 @@ def test_markdown_renders_cleanly_as_gfm(case):
     assert tags[0] == "h3" and "details" in tags and "summary" in tags
     rows = re.findall(r"<tr>(.*?)</tr>", html, re.S)
     assert rows and all(len(re.findall(r"<t[hd]>", row)) == 3 for row in rows)
-    command = re.search(r'"command": (null|"(.*)")', data).group(2)
+    command = json.loads(data)["command"]
     if command:
-        assert f'<pre><code class="language-sh">{command}\n</code></pre>' in html
+        assert f'<pre><code class="language-sh">{html_escape(command, quote=False)}\n</code></pre>' in html
 
 
 def test_markdown_escapes_tables_and_code_spans():

@@ -1,6 +1,8 @@
 """Every numeric fix is solved through the capacity model, re-checked, and shows what it would do."""
 from __future__ import annotations
 
+import json
+import re
 import tomllib
 
 import pytest
@@ -9,7 +11,7 @@ from triage.capacity.model import calibrate
 from triage.capacity.predict import predict
 from triage.render.text import render_text
 
-from conftest import FIXTURES, diagnose_files
+from conftest import FIXTURES, diagnose_files, json_report, run_cli
 
 MANIFEST = tomllib.loads((FIXTURES / "manifest.toml").read_text())["fixture"]
 
@@ -23,16 +25,26 @@ def flag_fix(report, flag):
 
 
 @pytest.mark.parametrize("entry", MANIFEST, ids=lambda e: e["file"])
-def test_checked_fixes_carry_a_prediction_that_confirms_them(kit, entry):
+def test_every_fix_says_what_the_model_made_of_it_and_only_a_checked_one_leads(kit, entry):
     report = report_of(kit, entry["file"])
     text = render_text(report)
-    for fix in report.diagnosis.fixes:
-        if fix.checked and fix.value is not None:
+    flat = text.replace("\n     ", " ")
+    short_at = text.find("Not enough alone")
+    for number, fix in enumerate(report.diagnosis.fixes, 1):
+        assert fix.status in ("checked", "unchecked", "not_enough", "advice") and fix.checked == (fix.status == "checked")
+        if fix.status == "checked" and fix.value is not None:
             assert fix.predicted and fix.predicted["summary"], fix
             assert fix.predicted.get("starts") is not False, fix
-            assert f"predicted: {fix.predicted['summary'][:40]}" in text.replace("\n     ", " ")
-        elif fix.value is not None:
-            assert f"{fix.action} (unchecked)" in text
+            assert f"predicted: {fix.predicted['summary'][:40]}" in flat
+        elif fix.status == "unchecked":
+            assert f"{fix.action} (unchecked" in text
+        elif fix.status == "not_enough":                  # listed apart, after every fix that may work
+            assert 0 < short_at < text.find(f"{number}. {fix.action}: ")
+            assert all(f.status == "not_enough" for f in report.diagnosis.fixes[number - 1:])
+    if report.launch is not None:
+        lead = report.diagnosis.fixes[report.launch.fix_index - 1]
+        assert lead.status == "checked" and lead.flag and all(
+            f.status != "checked" or not f.flag or f.value is None for f in report.diagnosis.fixes[:report.launch.fix_index - 1])
 
 
 def test_largest_max_model_len_is_the_largest(kit):
@@ -75,9 +87,12 @@ def test_headroom_fix_predicts_the_smaller_kv_cache(kit):
 def test_a_fix_the_model_cannot_check_says_what_is_missing(kit):
     report = report_of(kit, "v0-old/external_pressure-llama31-8b-tp2-a10g-serving-oom-logprobs.log")
     fix = flag_fix(report, "--gpu-memory-utilization")
-    assert not fix.checked and fix.predicted["unknown"]
+    assert not fix.checked and fix.predicted["unknown"] and fix.status == "unchecked"
     assert "KV bytes per token" in fix.predicted["summary"]
-    assert "(unchecked)" in render_text(report)
+    assert fix.needs == ("--model-config CONFIG",)
+    text = render_text(report)
+    assert "--gpu-memory-utilization 0.80 (unchecked: give --model-config" in text
+    assert report.command is None and "No command to paste: no flag fix above is checked" in text
 
 
 def test_utilization_the_weights_cannot_fit_in_is_not_offered(kit):
@@ -100,3 +115,115 @@ def test_max_num_seqs_is_sized_from_the_tokens_a_request_held(kit):
     per_request = facts["kv_cache_usage_max"].value * facts["kv_cache_tokens"].value / facts["running_at_saturation"].value
     assert fix.value == int(0.9 * facts["kv_cache_tokens"].value / per_request)
     assert fix.checked and fix.predicted["kv_cache_usage"] <= 0.9
+
+
+# --- the order fixes come in, and what the model checks them against -----------------------------------
+
+README_LOG = "v1/kv_cache_too_small-qwen25-7b-yarn-128k-l4-est-maxlen.log"
+
+
+def _json(*args):
+    return json_report(*args)
+
+
+def test_the_process_the_evidence_names_comes_first(kit):
+    report = report_of(kit, "v0-old/external_pressure-llama3-8b-l4-notebook-holds-15g.log")
+    first = report.diagnosis.fixes[0]
+    assert first.action == "Find and stop or move process 2231 holding 15.38 GiB on this GPU"
+    assert "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv" in first.why
+    assert report.diagnosis.facts["other_process_pids"].value == "2231"
+
+
+def test_a_preemption_fix_that_still_overflows_is_not_enough_alone(kit):
+    """128 requests (--max-num-seqs) of ~1,002 tokens need 128,267 KV tokens: FP8's 82,336 will keep preempting."""
+    report = report_of(kit, "v1/preemption_slowdown-llama31-8b-4090-091-kv99-waiting-grows.log.bz2")
+    fixes = {f.flag: f for f in report.diagnosis.fixes}
+    fp8, tp, seqs = fixes["--kv-cache-dtype"], fixes["--tensor-parallel-size"], fixes["--max-num-seqs"]
+    assert fp8.status == "not_enough" and report.diagnosis.fixes[-1] is fp8
+    assert fp8.predicted["summary"].startswith("still preempts: with --max-num-seqs 128, 128 requests of ~1,002 "
+                                               "tokens need 128,267 KV tokens and the cache would hold 82,336")
+    assert "combine with --max-num-seqs 73" in fp8.predicted["summary"]
+    assert tp.status == "checked" and tp.predicted["kv_cache_tokens"] >= 128_267
+    assert seqs.status == "checked" and seqs.value * seqs.predicted["tokens_per_request"] <= seqs.predicted["kv_cache_tokens"]
+    assert report.command.endswith("--max-num-seqs 36")
+
+
+def test_tensor_parallel_must_divide_the_attention_heads():
+    """Qwen2.5-7B has 28 heads: vLLM refuses --tensor-parallel-size 8, and so does the prediction."""
+    code, data = _json_scenario("whatif", str(FIXTURES / "logs" / README_LOG), "--tensor-parallel-size", "8")
+    assert code == 1 and data["verdict"] == "refused"
+    assert data["reason"].startswith("vLLM refuses --tensor-parallel-size 8: the model's 28 attention heads")
+    code, data = _json_scenario("whatif", str(FIXTURES / "logs" / README_LOG), "--tensor-parallel-size", "4")
+    assert data["verdict"] == "fits"
+
+
+def test_a_length_beyond_what_the_model_takes_is_refused():
+    """The incident ran 131,072 tokens with YaRN in --hf-overrides; beyond it vLLM refuses the length."""
+    code, data = _json_scenario("whatif", str(FIXTURES / "logs" / README_LOG), "--max-model-len", "262144")
+    assert code == 1 and data["verdict"] == "refused" and "above the 131,072 tokens the model takes" in data["reason"]
+
+
+def _json_scenario(*args):
+    result = run_cli(*args, "--format", "json")
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_the_gpu_given_on_the_command_line_sizes_the_fix():
+    _, bare = _json(str(FIXTURES / "logs" / README_LOG))
+    raise_util = bare["fixes"][1]
+    assert raise_util["status"] == "unchecked" and raise_util["needs"] == ["--gpu NAME or --gpu-memory-gib GIB"]
+    _, given = _json(str(FIXTURES / "logs" / README_LOG), "--gpu", "L4")
+    assert given["facts"]["gpu_total_gib"]["value"] == 22.05
+    assert given["facts"]["gpu_total_gib"]["note"].startswith("given: --gpu L4 (NVIDIA L4: 22.05 GiB")
+    assert given["fixes"][1]["action"] == "Raising --gpu-memory-utilization is not enough: 131072 tokens would need 1.05"
+
+
+def test_the_model_config_checks_what_the_log_could_not():
+    log = str(FIXTURES / "logs" / "v0-old" / "external_pressure-llama31-8b-tp2-a10g-serving-oom-logprobs.log")
+    _, bare = _json(log)
+    assert bare["command"] is None
+    _, given = _json(log, "--model-config", str(FIXTURES / "configs" / "llama-3.1-8b-instruct.json"))
+    fix = next(f for f in given["fixes"] if f["flag"] == "--gpu-memory-utilization")
+    assert fix["status"] == "checked" and given["command"].endswith("--gpu-memory-utilization 0.8")
+
+
+def test_the_node_s_gpus_bound_the_tensor_parallel_fix():
+    log = str(FIXTURES / "logs" / "v1" / "weights_dont_fit-qwen25-72b-tp2-l40s-both-ranks-oom.log")
+    _, bare = _json(log)
+    assert bare["fixes"][0]["action"] == "--tensor-parallel-size 8"
+    _, four = _json(log, "--gpus", "4")
+    assert not any(f["flag"] == "--tensor-parallel-size" for f in four["fixes"])
+    assert four["fixes"][0]["action"].startswith("The weights need more than the 4 GPUs of this node (--gpus)")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--gpu", "B300"], "--gpu 'B300' is not a GPU vtriage knows (L4, A10G, L40S, A100-40, A100-80, H100"),
+    (["--gpu", "h100", "--gpu-memory-gib", "80"], "--gpu and --gpu-memory-gib both give the GPU's memory"),
+])
+def test_gpu_options_refuse_what_they_cannot_use(args, needle):
+    result = run_cli(str(FIXTURES / "logs" / README_LOG), *args)
+    assert result.returncode == 2 and needle in result.stderr.decode() and b"Traceback" not in result.stderr
+
+
+def test_every_hint_names_an_option_vtriage_file_accepts(kit):
+    """Fixes, predictions and warnings tell the user what to give; each option they name must exist."""
+    from triage.cli import diagnose
+    options = {opt for p in diagnose.params for opt in getattr(p, "opts", [])}
+    for entry in MANIFEST:
+        report = report_of(kit, entry["file"])
+        said = " ".join([*(n for f in report.diagnosis.fixes for n in f.needs),
+                         *(" ".join(f.predicted.get("unknown", [])) for f in report.diagnosis.fixes if f.predicted),
+                         *report.warnings])
+        for hint in re.findall(r"\bgive (--[a-z][a-z-]+)", said) + re.findall(r"(--[a-z][a-z-]+) \(the ", said):
+            assert hint in options, (entry["file"], hint)
+
+
+def test_kv_bytes_per_token_are_shown_to_the_precision_the_log_gives():
+    log = str(FIXTURES / "logs" / README_LOG)
+    out = run_cli("whatif", log, "--kv-cache-dtype", "fp8").stdout.decode()
+    row = next(line for line in out.splitlines() if line.strip().startswith("KV bytes per token"))
+    assert row.split()[4:] == ["57,340", "(±41)", "28,670", "(±20)"]      # 7.00 GiB / 131,072: to +/- 41 bytes
+    exact = run_cli("whatif", log, "--kv-cache-dtype", "fp8", "--model-config",
+                    str(FIXTURES / "configs" / "qwen2.5-7b-instruct.json")).stdout.decode()
+    row = next(line for line in exact.splitlines() if line.strip().startswith("KV bytes per token"))
+    assert row.split()[4:] == ["57,344", "28,672"]                         # 28 layers x 4 KV heads x 128 x 2 x 2

@@ -236,12 +236,24 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--probe-gpu", is_flag=True, help="Ask this node's GPUs (NVML) for the same evidence, now.")
 @click.option("--vllm-pid", "vllm_pids", multiple=True, type=int, metavar="PID",
               help="The vLLM server's process (repeat); with it, every other GPU process counts as external.")
+@click.option("--gpu", "gpu_name", metavar="NAME",
+              help="The GPU, when the log does not print its memory: L4, A10G, L40S, A100-40, A100-80, H100, "
+                   "H100-NVL, H200, MI300X, RTX-3090, RTX-4090.")
+@click.option("--gpu-memory-gib", type=click.FloatRange(min=1), metavar="GIB",
+              help="One GPU's memory, when the log does not print it (79.19 for an H100 as torch reports it).")
+@click.option("--gpus", type=click.IntRange(min=1), metavar="N",
+              help="GPUs the node has: tensor-parallel fixes stay within them.")
+@click.option("--model-config", metavar="CONFIG",
+              help="The model's local config.json (or its folder): exact parameters, KV bytes per token, heads.")
 @click.pass_context
 def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
              no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...], quiet: bool,
              config_path: str | None, no_config: bool, ignore: tuple[str, ...], gpu_snapshot: str | None,
-             probe_gpu: bool, vllm_pids: tuple[int, ...], **metric_options) -> None:
-    """Diagnose FILE... (use - for stdin). Several files are read as one incident; metrics join them."""
+             probe_gpu: bool, vllm_pids: tuple[int, ...], gpu_name: str | None, gpu_memory_gib: float | None,
+             gpus: int | None, model_config: str | None, **metric_options) -> None:
+    """Diagnose FILE... (use - for stdin). Several files are read as one incident; metrics join them.
+
+    What the log lacks can be given: --gpu NAME or --gpu-memory-gib, --gpus, --model-config."""
     metrics_files = metric_options["metrics_files"]
     if not files and not any(metric_options[k] for k in ("metrics_files", "metrics_urls", "prometheus_url")):
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
@@ -251,6 +263,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         raise click.UsageError("--gpu-snapshot and --probe-gpu are two sources of the same evidence; give one")
     if vllm_pids and not (gpu_snapshot or probe_gpu):
         raise click.UsageError("--vllm-pid says which GPU process is vLLM: it needs --gpu-snapshot or --probe-gpu")
+    given = _given(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
@@ -267,7 +280,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     try:
         report = build_report(inputs, kit, redactor, metrics.samples if metrics else (),
                               metrics.inputs if metrics else (), metrics.origin if metrics else None,
-                              metrics.warnings if metrics else (), gpu_facts, window)
+                              metrics.warnings if metrics else (), gpu_facts, window, given)
     finally:
         for line in progress:
             line.close()
@@ -470,6 +483,22 @@ def check_command(model_config: str | None, from_log: str | None, gpu_memory_gib
     scenario = check(_spec(model_config), facts, gpu_memory_gib, Settings().replace(**changes), changes, lengths,
                      vllm_version, sliding_window=not disable_sliding_window, max_gpus=gpus)
     _emit(scenario, "check", fmt, output, tuple(p for p in (model_config, from_log, *metrics_files) if p))
+
+
+def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None, model_config: str | None):
+    """What the user says the log lacks: the GPU (by name or memory), the node's GPU count, the model's config."""
+    from .capacity.catalog import GPU_NAMES, known_gpu
+    from .capacity.registry import Given
+    if gpu_name and gpu_memory_gib:
+        raise click.UsageError("--gpu and --gpu-memory-gib both give the GPU's memory; give one")
+    total, source = gpu_memory_gib, f"--gpu-memory-gib {gpu_memory_gib:g}" if gpu_memory_gib else ""
+    if gpu_name:
+        gpu = known_gpu(gpu_name)
+        if gpu is None:
+            raise click.UsageError(f"--gpu {gpu_name!r} is not a GPU vtriage knows ({', '.join(GPU_NAMES)}); "
+                                   "give its memory instead: --gpu-memory-gib GIB")
+        total, source = gpu.total_gib, f"--gpu {gpu_name} ({gpu.name}: {gpu.total_gib:g} GiB, {gpu.how})"
+    return Given(spec=_spec(model_config), gpus=gpus, gpu_total_gib=total, gpu_source=source)
 
 
 def _gpu_snapshot(path: str | None, probe_now: bool, vllm_pids: Sequence[int]) -> GpuSnapshot | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .capacity import FIXES
+from .capacity.registry import NOTHING_GIVEN, Given, arrange_fixes
 from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef, SuppressedFinding, Suppression
 from .ruleset import Condition, Node, RuleSet
 
@@ -181,9 +182,10 @@ def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: T
 
 
 def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str, Suppression] | None = None,
-             full: bool = True) -> Diagnosis:
-    """The verdict, its reasoning path, the other classes ruled out, and the fixes with numbers.
-    `full=False` stops at the verdict: enough for the earlier attempts of a restarting server."""
+             full: bool = True, given: Given = NOTHING_GIVEN) -> Diagnosis:
+    """The verdict, its reasoning path, the other classes ruled out, and the fixes with numbers (sized with what
+    the user gave beyond the log: `given`). `full=False` stops at the verdict: enough for the earlier attempts
+    of a restarting server."""
     suppressed = suppressed or {}
     trace = Trace()
     chosen = _walk(rules, rules.roots, facts, trace, (), suppressed)
@@ -208,7 +210,8 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str,
     fixes: list[Fix] = []
     if chosen is not None and full:
         for name in chosen[-1].fixes:
-            fixes.extend(FIXES[name](facts))
+            fixes.extend(FIXES[name](facts, given))
+        fixes = list(arrange_fixes(fixes, facts, verdict))
     not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
     return Diagnosis(verdict=verdict, confidence=confidence, rule_path=path_ids, findings=tuple(findings),
                      ruled_out=tuple(_ruled_out(rules, verdict, facts, trace, silenced)) if full else (),

@@ -55,6 +55,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("gpu_total_gib", float, "GiB", "Total memory of the GPU as torch or vLLM reports it."),
     _spec("budget_gib", float, "GiB", "gpu_memory_utilization x total: what vLLM may use."),
     _spec("weights_gib", float, "GiB", "Memory the model weights take on one GPU."),
+    _spec("model_params_b", float, "billion", "The model's parameters (every expert), from --model-config, the table of common models, or its name (a guess; the note says which)."),
+    _spec("weights_estimate_gib", float, "GiB", "Weights one GPU would hold, estimated from the parameters x bytes per parameter / GPUs, when the log never printed them loaded."),
     _spec("activation_gib", float, "GiB", "Peak activation memory measured while profiling."),
     _spec("non_torch_gib", float, "GiB", "Memory outside torch's allocator (CUDA context, NCCL, ...)."),
     _spec("cuda_graph_gib", float, "GiB", "Memory CUDA graph capture took."),
@@ -76,6 +78,7 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("private_pool_gib", float, "GiB", "Memory in torch private pools (CUDA graphs) at the OOM."),
     _spec("other_processes_gib", float, "GiB", "GPU memory held by processes other than vLLM."),
     _spec("other_processes", int, "processes", "How many other processes hold GPU memory."),
+    _spec("other_process_pids", str, None, "The PIDs of the other processes holding GPU memory, when the input names them."),
     _spec("oom_self_share", float, "ratio", "Share of the GPU the vLLM process itself held at the OOM."),
     # Failure
     _spec("failure_kind", str, None, "What failed first: cuda_oom, kv_too_small, nccl_error, ..."),
@@ -477,6 +480,7 @@ def _other_processes_from_oom(out: _Facts, oom: LogEvent) -> None:
     """Who held the GPU. torch lists this process and every other one, but in a container it may
     list vLLM itself as "Process N" (the PIDs are the host's): spot that by its size."""
     usages: list[float] = list(oom.fields.get("process_gib") or [])
+    pids: list[int] = list(oom.fields.get("process_pid") or [])
     if "this_process_gib" not in oom.fields and not usages:
         return                                   # NVML gave nothing: unknown, not zero
     own = oom.fields.get("this_process_gib")
@@ -486,6 +490,8 @@ def _other_processes_from_oom(out: _Facts, oom: LogEvent) -> None:
         if allocated:
             closest = min(usages, key=lambda u: abs(u - allocated))
             if abs(closest - allocated) <= max(SELF_MATCH_GIB, 0.1 * allocated):
+                if len(pids) == len(usages):
+                    pids.pop(usages.index(closest))
                 usages.remove(closest)
                 own = closest
                 note = (f"torch names no 'this process'; the process holding {closest:.2f} GiB matches what "
@@ -496,6 +502,8 @@ def _other_processes_from_oom(out: _Facts, oom: LogEvent) -> None:
     out.put("other_processes_gib", others, [oom.source], note or (
         f"{len(usages)} other process(es) named in the OOM text" if usages else "the OOM text names no other process"))
     out.put("other_processes", len(usages), [oom.source])
+    if usages and len(pids) == len(usages):
+        out.put("other_process_pids", ", ".join(str(p) for p in pids), [oom.source])
 
 
 # --- serving ------------------------------------------------------------------------------------

@@ -271,6 +271,9 @@ def snapshot_facts(snap: GpuSnapshot) -> tuple[dict[str, Fact], list[str]]:
     facts["other_processes_gib"] = _fact("other_processes_gib", foreign(procs) / 1024,
                                          [p.source for p in others] or [d.source for d in snap.devices][:1], note)
     facts["other_processes"] = _fact("other_processes", len(others), [p.source for p in others], note)
+    if others:
+        facts["other_process_pids"] = _fact("other_process_pids", ", ".join(str(p.pid) for p in others),
+                                            [p.source for p in others], note)
     return facts, warnings
 
 

@@ -116,6 +116,14 @@ class RuledOut:
     evidence: tuple[SourceRef, ...]
 
 
+FIX_STATUSES: tuple[str, ...] = (
+    "checked",       # the capacity model predicts it starts and does what it is for
+    "unchecked",     # the model cannot tell; `needs` names the input that would let it
+    "not_enough",    # the model predicts it fails, or falls short of its goal, on its own
+    "advice",        # no number to check: an action (stop a process, fix NCCL, ...)
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Fix:
     """One documented remedy. `flag`/`value` are set when it is a vLLM flag with a computed number."""
@@ -127,8 +135,26 @@ class Fix:
     also_set: Mapping[str, Any] = field(default_factory=dict)   # further flags this fix changes together
     computed_from: tuple[str, ...] = ()
     reference: str | None = None
-    checked: bool = False        # re-checked against the capacity model
+    checked: bool = False        # re-checked against the capacity model (status == "checked")
     predicted: Mapping[str, Any] | None = None   # the capacity model's prediction of applying it ("summary" first)
+    status: str = ""             # FIX_STATUSES; "" until the fixes are arranged (capacity.arrange_fixes)
+    needs: tuple[str, ...] = ()  # unchecked: the inputs (vtriage options) that would let the model check it
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchCommand:
+    """The incident's own launch command, rebuilt from what the log shows, with the headline fix applied."""
+
+    text: str                          # the whole command, or (complete=False) only the flags to add or change
+    complete: bool                     # every non-default setting was recovered from the log
+    fix_index: int                     # which fix (1-based, as listed) it applies
+    changed: tuple[str, ...]           # the flags the fix set or changed
+    kept: tuple[str, ...]              # the incident's other settings it carries (flags and env vars)
+    not_recovered: tuple[str, ...]     # settings the log shows but the command cannot carry (secrets, objects)
+    vllm_version: str | None           # the release whose argument list every flag was checked against
+    program: str                       # "vllm serve" | "python -m vllm.entrypoints.openai.api_server" | "LLM(...)"
+    source: tuple[SourceRef, ...] = ()  # the lines the settings were read from
+    release_basis: str = ""            # how vllm_version was chosen, in words (the log's, the nearest, assumed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +294,8 @@ class Report:
     same_failure_attempts: int             # how many attempts ended with the same verdict as the last
     inputs: tuple[InputSummary, ...]
     unrecognised: tuple[CoverageGroup, ...]
-    command: str | None = None             # the first fix as a ready-to-paste command line
+    command: str | None = None             # the first checked flag fix applied to the incident's own command
+    launch: LaunchCommand | None = None    # how `command` was built: complete or partial, what it kept and lacks
     timeline: tuple[TimelinePoint, ...] = ()   # the last attempt's stats, downsampled
     failure_at: SourceRef | None = None        # where the root failure is, to mark on the timeline
     ranks: tuple[RankMemory, ...] = ()         # per-process memory, when the log shows several

@@ -10,6 +10,9 @@ from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
 from . import __version__
+from .capacity.catalog import estimate_facts
+from .capacity.registry import NOTHING_GIVEN, Given
+from .command import headline_command
 from .engine import diagnose
 from .facts import FACTS, extract_facts
 from .fleet import Unit, instance_views, split_units, unit_name, worst
@@ -41,9 +44,10 @@ class Toolkit:
 
 def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_lines: int | None,
                      metric_facts: dict[str, Fact] | None = None, full: bool = True,
-                     gpu_facts: Mapping[str, Fact] | None = None) -> Diagnosis:
+                     gpu_facts: Mapping[str, Fact] | None = None, given: Given = NOTHING_GIVEN) -> Diagnosis:
     """Facts of one attempt, joined with metrics and a GPU snapshot when given (the snapshot only
-    fills figures the log and metrics do not give), then the decision tree."""
+    fills figures the log and metrics do not give), then the decision tree. What the user gave on the
+    command line (`given`: the GPU, the model's config) fills what the input lacks and sizes the fixes."""
     facts = extract_facts(attempt.events, kit.signatures, earlier)
     if vllm_lines is not None:
         facts["vllm_lines"] = Fact("vllm_lines", vllm_lines, FACTS["vllm_lines"].unit)
@@ -51,7 +55,22 @@ def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent]
         facts = merge_facts(facts, metric_facts)
     if gpu_facts:
         facts = {**gpu_facts, **facts}
-    return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full)
+    facts = {**given_facts(given, facts), **facts}
+    facts = {**estimate_facts(facts, given.spec), **facts}
+    return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full, given=given)
+
+
+def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
+    """The GPU's memory from --gpu / --gpu-memory-gib, as the fact the input did not give (and the budget it makes)."""
+    out: dict[str, Fact] = {}
+    if given.gpu_total_gib and "gpu_total_gib" not in facts:
+        out["gpu_total_gib"] = Fact("gpu_total_gib", round(given.gpu_total_gib, 4), "GiB", (),
+                                    f"given: {given.gpu_source}")
+        util = facts.get("gpu_memory_utilization")
+        if util is not None and "budget_gib" not in facts:
+            out["budget_gib"] = Fact("budget_gib", round(given.gpu_total_gib * util.value, 4), "GiB", util.evidence,
+                                     f"gpu_memory_utilization x the given total ({given.gpu_source})")
+    return out
 
 
 _SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "model_name", "load_start"})
@@ -93,7 +112,8 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                  metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = (),
                  origin: MetricsOrigin | None = None, metric_warnings: Sequence[str] = (),
                  gpu_facts: Mapping[str, Fact] | None = None,
-                 window: tuple[str | None, str | None, datetime] | None = None) -> Report:
+                 window: tuple[str | None, str | None, datetime] | None = None,
+                 given: Given = NOTHING_GIVEN) -> Report:
     """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
     the one on call is looking at.
 
@@ -132,16 +152,16 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
             extra_warnings.append(f"the log was diagnosed on its own: the metrics hold {len({u.instance for u in units})} "
                                   "instances; select the one the log came from (--instance, --selector) to join them")
             runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
-                                                            gpu_facts=gpu_facts), None, True))
+                                                            gpu_facts=gpu_facts, given=given), None, True))
         own = history.last if joined else Attempt(index=1)
         for unit in units or [None]:
             facts = extract_metric_facts(unit.samples if unit else metric_samples, ordering)
             runs.append(_Run(own, diagnose_attempt(own, kit, history.settings if joined else (),
                                                    vllm_lines if joined else None, facts,
-                                                   gpu_facts=gpu_facts if joined else None), unit, joined))
+                                                   gpu_facts=gpu_facts if joined else None, given=given), unit, joined))
     else:
         runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
-                                                        gpu_facts=gpu_facts), None, True))
+                                                        gpu_facts=gpu_facts, given=given), None, True))
     chosen = runs[worst([r.diagnosis for r in runs])]
     last = chosen.diagnosis
     summaries = (history.earlier if chosen.with_log else []) + [_summary(chosen.attempt, last)]
@@ -149,12 +169,16 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                                                key=lambda g: (-g.count, g.example.path, g.example.line))
     failure = last.facts.get("failure_message")
     failing = last.facts.get("failing_process")
+    version = last.facts["vllm_version"].value if "vllm_version" in last.facts else None
+    launch = headline_command(last.fixes, [*(history.settings if chosen.with_log else ()), *chosen.attempt.events],
+                              version)
     points = timeline(chosen.attempt.events)
     if not points:
         points = metric_timeline(chosen.unit.samples if chosen.unit else metric_samples)
     return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=tuple(summaries),
                   same_failure_attempts=sum(1 for a in summaries if a.verdict == last.verdict),
-                  inputs=tuple(logs) + metric_inputs, unrecognised=tuple(unrecognised), command=command_line(last),
+                  inputs=tuple(logs) + metric_inputs, unrecognised=tuple(unrecognised),
+                  command=launch.text if launch else None, launch=launch,
                   timeline=points, failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(chosen.attempt.events, failing.value if failing else None),
                   redactions=dict(redactor.counts),
@@ -237,18 +261,6 @@ def metric_timeline(samples: Sequence[MetricSample]) -> tuple[TimelinePoint, ...
             running=int(running[scrape][1]) if scrape in running else None,
             waiting=int(waiting[scrape][1]) if scrape in waiting else None, preemptions=delta, source=anchor[2].source))
     return _downsample(tuple(points))
-
-
-def command_line(diagnosis: Diagnosis) -> str | None:
-    """The first fix that changes flags, as a `vllm serve` line to paste."""
-    fix = next((f for f in diagnosis.fixes if f.flag and f.value is not None), None)
-    if fix is None:
-        return None
-    model = diagnosis.facts["model"].value if "model" in diagnosis.facts else "<model>"
-    parts = ["vllm", "serve", str(model)]
-    for flag, value in ((fix.flag, fix.value), *fix.also_set.items()):
-        parts.append(flag if value is True else f"{flag} {value}")
-    return " ".join(parts)
 
 
 MAX_TIMELINE_POINTS = 400

@@ -91,7 +91,11 @@ class Redactor:
         return self.redact_mapped(text)[0]
 
     def fields(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: self.text(v) if isinstance(v, str) else v for k, v in fields.items()}
+        """The fields of a line whose text was already redacted (and counted): masked, not counted twice."""
+        counts = self.counts.copy()
+        out = {k: self.text(v) if isinstance(v, str) else v for k, v in fields.items()}
+        self.counts = counts
+        return out
 
 
 def clip(text: str, span: tuple[int, int] | None, limit: int) -> tuple[str, tuple[int, int] | None]:

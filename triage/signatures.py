@@ -55,9 +55,13 @@ def _to_str(text: str) -> str:
     return text.strip().strip("'\"")
 
 
+def _to_text(text: str) -> str:
+    return text
+
+
 FIELD_TYPES: Mapping[str, Callable[[str], Any]] = {
     "int": _to_int, "float": _to_float, "size_gib": _to_size_gib, "percent": _to_percent,
-    "bool": _to_bool, "str": _to_str,
+    "bool": _to_bool, "str": _to_str, "text": _to_text,      # text: kept as written (a whole args line)
 }
 _SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "phase_done", "failure", "weak",
                    "samples", "also", "catch_all", "generic", "bulk", "versions", "note"}

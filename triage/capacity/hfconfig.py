@@ -76,6 +76,7 @@ class ModelSpec:
     max_position_embeddings: int | None
     experts: tuple[int, int] | None   # (experts, active per token)
     notes: tuple[str, ...]
+    attention_heads: int = 0     # query heads: vLLM refuses a tensor-parallel size that does not divide them
 
     @property
     def total_params(self) -> int:
@@ -227,7 +228,7 @@ def spec_from_config(data: Mapping[str, Any], path: str = "config.json") -> Mode
                      num_layers=layers, embedding_params=embedding, lm_head_params=0 if tied else embedding,
                      linear_params=linear, other_params=norms + mlp_other + bias, encoder_params=encoder,
                      attention=attention, torch_dtype=dtype, quantization=quant, max_position_embeddings=max_pos,
-                     experts=experts, notes=tuple(notes))
+                     experts=experts, notes=tuple(notes), attention_heads=heads or 0)
 
 
 def _latent_attention(r: _Reader, hidden: int, heads: int, layers: int) -> tuple[int, tuple[AttentionLayer, ...]]:

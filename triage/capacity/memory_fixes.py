@@ -5,91 +5,99 @@ import dataclasses
 import math
 
 from ..model import Fix
+from .kv_fixes import tensor_parallel_sizes
 from .registry import (DOCS_ENGINE_ARGS, DOCS_MEMORY, DOCS_TROUBLESHOOTING, HEADROOM_MARGIN_GIB,
-                       MIN_KV_SHARE_FOR_WEIGHTS, SAFETY_MARGIN_RATIO, Facts, floor2, geometry, outcome, solver, starts, value_of,
-                       verified, weights_needed)
+                       MIN_KV_SHARE_FOR_WEIGHTS, NOTHING_GIVEN, SAFETY_MARGIN_RATIO, Facts, Given, floor2, geometry,
+                       outcome, solver, starts, value_of, verified, weight_needs, weights_needed)
 
 # --- weights_dont_fit ---------------------------------------------------------------------------------
 
 
 @solver("tensor_parallel_for_weights")
-def tensor_parallel_for_weights(facts: Facts) -> list[Fix]:
+def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The smallest --tensor-parallel-size whose weight slice leaves room for activations and KV."""
     total, util = value_of(facts, "gpu_total_gib"), value_of(facts, "gpu_memory_utilization") or 0.9
-    weights, how, lower_bound = weights_needed(facts)
+    needed = weights_needed(facts, given)
+    weights = needed.gib
     tp_now = value_of(facts, "tensor_parallel_size") or 1
     if not total or not weights:
+        lacking = "the GPU's memory" if weights else "the weight size" if total else "the weight size or the GPU's memory"
         return [Fix(action="Split the weights over more GPUs (--tensor-parallel-size)",
-                    why="the log does not give the weight size or the GPU size, so the count is unknown",
-                    flag="--tensor-parallel-size", reference=DOCS_MEMORY)]
+                    why=f"the log does not give {lacking}, so the count is unknown",
+                    flag="--tensor-parallel-size", reference=DOCS_MEMORY, status="unchecked",
+                    needs=weight_needs(facts, given))]
     room = total * util * (1 - MIN_KV_SHARE_FOR_WEIGHTS)
-    tp = next((n for n in (1, 2, 4, 8, 16) if n > tp_now and weights / n <= room), None)
+    sizes = tensor_parallel_sizes(facts, given, tp_now)
+    tp = next((n for n in sizes if weights / n <= room), None)
     if tp is None:
-        return [Fix(action="The weights need more than 16 GPUs at this precision: quantize or use a smaller model",
-                    why=f"weights {weights:.1f} GiB ({how})", computed_from=("gpu_total_gib", "weights_gib"),
+        more = f"more than the {given.gpus} GPUs of this node (--gpus)" if given.gpus else "more than 16 GPUs"
+        return [Fix(action=f"The weights need {more} at this precision: quantize or use a smaller model",
+                    why=f"weights {weights:.1f} GiB ({needed.how})", computed_from=("gpu_total_gib", "weights_gib"),
                     reference=DOCS_MEMORY)]
-    qualifier = "at least " if lower_bound else ""
+    qualifier = "at least " if needed.lower_bound else ""
     fix = Fix(action=f"--tensor-parallel-size {tp}", flag="--tensor-parallel-size", value=tp,
-              why=f"{qualifier}{weights:.1f} GiB of weights ({how}) over {tp} GPUs is {weights / tp:.1f} GiB each, "
+              why=f"{qualifier}{weights:.1f} GiB of weights ({needed.how}) over {tp} GPUs is {weights / tp:.1f} GiB each, "
                   f"leaving a quarter of each GPU's {total * util:.1f} GiB budget for activations and the KV cache",
               computed_from=("gpu_total_gib", "gpu_memory_utilization", "weights_gib", "allocated_gib",
                              "tried_to_allocate_gib", "model"), reference=DOCS_MEMORY)
-    p = outcome(facts, tensor_parallel_size=tp)
-    return [verified(fix, p, starts(p, facts))]
+    p = outcome(facts, given, tensor_parallel_size=tp)
+    return [verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given))]
 
 
 @solver("smaller_weights")
-def smaller_weights(facts: Facts) -> list[Fix]:
+def smaller_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """Smaller weights: 16-bit instead of float32, or FP8 / pre-quantized checkpoints."""
     dtype = str(value_of(facts, "dtype") or "").removeprefix("torch.")
-    weights, how, lower_bound = weights_needed(facts)
+    needed = weights_needed(facts, given)
+    weights = needed.gib
     fixes = []
     if dtype in ("float32", "float"):
         fix = Fix(action="--dtype bfloat16", flag="--dtype", value="bfloat16",
                   why="the weights are loaded in float32, twice the size of bfloat16/float16 "
                       "(use --dtype half on GPUs older than Ampere)", computed_from=("dtype",), reference=DOCS_ENGINE_ARGS)
-        p = outcome(facts, dtype="bfloat16")
-        fixes.append(verified(fix, p, starts(p, facts)))
+        p = outcome(facts, given, dtype="bfloat16")
+        fixes.append(verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given)))
     if not value_of(facts, "quantization"):
-        size = f" (about {weights / 2:.1f} GiB instead of {weights:.1f} GiB)" if weights and not lower_bound else ""
+        exact = not needed.lower_bound and not needed.guess
+        size = f" (about {weights / 2:.1f} GiB instead of {weights:.1f} GiB)" if weights and exact else ""
         fix = Fix(action="--quantization fp8", flag="--quantization", value="fp8",
                   why=f"FP8 weights take half the memory of 16-bit ones{size}; or serve a pre-quantized "
                       "(AWQ/GPTQ/FP8) checkpoint", computed_from=("weights_gib", "model"), reference=DOCS_MEMORY)
-        p = outcome(facts, quantization="fp8", dtype="bfloat16" if dtype in ("float32", "float") else None)
-        fixes.append(verified(fix, p, starts(p, facts)))
+        p = outcome(facts, given, quantization="fp8", dtype="bfloat16" if dtype in ("float32", "float") else None)
+        fixes.append(verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given)))
     return fixes
 
 
 @solver("cpu_offload")
-def cpu_offload(facts: Facts) -> list[Fix]:
+def cpu_offload(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """--cpu-offload-gb for the weights that do not fit on the GPU."""
     total, util = value_of(facts, "gpu_total_gib"), value_of(facts, "gpu_memory_utilization") or 0.9
-    weights, how, lower_bound = weights_needed(facts)
+    needed = weights_needed(facts, given)
     tp = value_of(facts, "tensor_parallel_size") or 1
-    if not total or not weights:
+    if not total or not needed.gib:
         return []
-    excess = weights / tp - total * util * (1 - MIN_KV_SHARE_FOR_WEIGHTS)
+    excess = needed.gib / tp - total * util * (1 - MIN_KV_SHARE_FOR_WEIGHTS)
     if excess <= 0:
         return []
     gb = math.ceil(excess)
     fix = Fix(action=f"--cpu-offload-gb {gb}", flag="--cpu-offload-gb", value=gb,
-              why=f"keeps {'at least ' if lower_bound else ''}{gb} GiB of weights per GPU in CPU memory; "
+              why=f"keeps {'at least ' if needed.lower_bound else ''}{gb} GiB of weights per GPU in CPU memory; "
                   "slow unless the CPU-GPU link is fast", computed_from=("gpu_total_gib", "weights_gib"),
               reference=DOCS_MEMORY)
-    p = outcome(facts, cpu_offload_gb=gb)
-    return [verified(fix, p, starts(p, facts))]
+    p = outcome(facts, given, cpu_offload_gb=gb)
+    return [verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given))]
 
 
 # --- external_pressure ---------------------------------------------------------------------------------
 
 @solver("utilization_within_free_memory")
-def utilization_within_free_memory(facts: Facts) -> list[Fix]:
+def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The largest --gpu-memory-utilization the free memory allows (free / total minus a margin)."""
     total, free, others = value_of(facts, "gpu_total_gib"), value_of(facts, "free_gib"), value_of(facts, "other_processes_gib")
     if not total:
         return [Fix(action="Lower --gpu-memory-utilization below the share of the GPU that is really free",
                     why="the GPU's total memory is not in the log", flag="--gpu-memory-utilization",
-                    reference=DOCS_MEMORY)]
+                    reference=DOCS_MEMORY, status="unchecked", needs=weight_needs(facts, given)[:1])]
     if value_of(facts, "failure_kind") == "free_memory_low" and free is not None:
         available, basis = free, f"{free:.2f} of {total:.2f} GiB were free at startup"
     elif others is not None:
@@ -103,35 +111,42 @@ def utilization_within_free_memory(facts: Facts) -> list[Fix]:
     if value <= 0.05:
         return [Fix(action="Free the GPU first: almost nothing is left for vLLM", why=basis, computed_from=used,
                     reference=DOCS_MEMORY)]
-    p = outcome(facts, gpu_memory_utilization=value)
-    _, how, lower_bound = weights_needed(facts)
+    p = outcome(facts, given, gpu_memory_utilization=value)
+    needed = weights_needed(facts, given)
     if p.weights_gib and p.weights_gib > value * total * 0.9:
-        source = "" if value_of(facts, "weights_gib") else f" ({'at least; ' if lower_bound else ''}{how})"
+        source = "" if value_of(facts, "weights_gib") else f" ({'at least; ' if needed.lower_bound else ''}{needed.how})"
         return [Fix(action="Lowering --gpu-memory-utilization cannot help: free the GPU",
                     why=f"{basis}; at {value:.2f} vLLM could use {value * total:.2f} GiB, less than the "
                         f"{p.weights_gib:.2f} GiB per GPU the weights alone take{source}",
                     computed_from=("gpu_total_gib", "other_processes_gib", "weights_gib", "model"), reference=DOCS_MEMORY,
-                    checked=True)]
+                    checked=not needed.guess, status="advice" if needed.guess else "checked")]
     fix = Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
               why=f"{basis}; {value:.2f} x {total:.2f} = {value * total:.2f} GiB fits with a "
                   f"{SAFETY_MARGIN_RATIO:.0%} margin", computed_from=used, reference=DOCS_MEMORY)
     fits_free = value * total <= available - SAFETY_MARGIN_RATIO * total + 1e-6
-    return [verified(fix, p, fits_free and starts(p, facts))]
+    runs = starts(p, facts, given)
+    return [verified(fix, p, runs if fits_free else False, None if fits_free else "it does not fit the free memory",
+                     needs=weight_needs(facts, given))]
 
 
 @solver("free_other_processes")
-def free_other_processes(facts: Facts) -> list[Fix]:
-    """Stop or move the other processes holding GPU memory."""
+def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+    """Find and stop (or move) the other processes holding GPU memory: the first thing to do when the evidence
+    names one, before any utilization number."""
     others = value_of(facts, "other_processes_gib") or value_of(facts, "gpu_memory_beyond_budget_gib")
+    pids = value_of(facts, "other_process_pids")
     held = f" holding {others:.2f} GiB" if others and others > 0 else ""
-    return [Fix(action=f"Stop or move the other process(es){held} on this GPU",
-                why="find them with `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv`; "
-                    "in Kubernetes, check for another pod scheduled on the same GPU",
-                computed_from=("other_processes_gib", "gpu_memory_beyond_budget_gib"), reference=DOCS_TROUBLESHOOTING)]
+    who = f"process {pids}" if pids and "," not in str(pids) else f"processes {pids}" if pids else "the other process(es)"
+    return [Fix(action=f"Find and stop or move {who}{held} on this GPU",
+                why="list who holds the GPU with `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
+                    "--format=csv` (or `vtriage gpu` on the node); in Kubernetes, look for another pod scheduled on the "
+                    "same GPU. Only once it is gone (or if it must stay) size --gpu-memory-utilization to what is left",
+                computed_from=("other_processes_gib", "other_process_pids", "gpu_memory_beyond_budget_gib"),
+                reference=DOCS_TROUBLESHOOTING)]
 
 
 @solver("utilization_headroom")
-def utilization_headroom(facts: Facts) -> list[Fix]:
+def utilization_headroom(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """A lower --gpu-memory-utilization that leaves the failed allocation outside vLLM's budget."""
     total, util = value_of(facts, "gpu_total_gib"), value_of(facts, "gpu_memory_utilization")
     tried = value_of(facts, "tried_to_allocate_gib")
@@ -147,12 +162,12 @@ def utilization_headroom(facts: Facts) -> list[Fix]:
               why=f"leaves the {tried:.2f} GiB that failed (+{HEADROOM_MARGIN_GIB} GiB) outside vLLM's budget: "
                   f"{util:.2f} -> {value:.2f} of {total:.2f} GiB; the KV cache shrinks by {(util - value) * total:.2f} GiB",
               computed_from=("gpu_total_gib", "gpu_memory_utilization", "tried_to_allocate_gib"), reference=DOCS_MEMORY)
-    p = outcome(facts, gpu_memory_utilization=value)
-    return [verified(fix, p, starts(p, facts))]
+    p = outcome(facts, given, gpu_memory_utilization=value)
+    return [verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given))]
 
 
 @solver("enforce_eager")
-def enforce_eager(facts: Facts) -> list[Fix]:
+def enforce_eager(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """--enforce-eager: no CUDA graphs, no graph memory."""
     if value_of(facts, "enforce_eager") is True:
         return []
@@ -162,11 +177,12 @@ def enforce_eager(facts: Facts) -> list[Fix]:
               why=f"skips CUDA graph capture and its memory{saved}; costs some decode speed. Or capture fewer "
                   "sizes (compilation_config cudagraph_capture_sizes) or lower --max-num-seqs",
               computed_from=("cuda_graph_gib", "private_pool_gib"), reference=DOCS_MEMORY)
-    p = outcome(facts, enforce_eager=True)
+    p = outcome(facts, given, enforce_eager=True)
     removes_failure = value_of(facts, "failed_phase") == "cuda_graph_capture"
-    fix = verified(fix, p, removes_failure and p.starts is True)
-    if fix.predicted and graphs:
-        freed = (" (the graph estimate returns to the KV cache)" if geometry(facts).graph_in_budget
+    fix = verified(fix, p, p.starts if removes_failure else False,
+                   None if removes_failure else "the failure was not in CUDA graph capture")
+    if fix.predicted and graphs and fix.status == "checked":
+        freed = (" (the graph estimate returns to the KV cache)" if geometry(facts, given).graph_in_budget
                  else f"; the {graphs:.2f} GiB the graphs took outside the budget is not needed")
         fix = dataclasses.replace(fix, predicted={**fix.predicted, "summary": fix.predicted["summary"] + freed})
     return [fix]
@@ -199,7 +215,7 @@ _NON_MEMORY_ADVICE = {
 
 
 @solver("not_memory_advice")
-def not_memory_advice(facts: Facts) -> list[Fix]:
+def not_memory_advice(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """What to do about a failure that is not about GPU memory."""
     kind = value_of(facts, "failure_kind")
     action, why = _NON_MEMORY_ADVICE.get(kind, ("Read the root error line above", "it is not a GPU memory problem; "

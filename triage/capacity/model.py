@@ -45,11 +45,32 @@ ASSUMPTION_CONSTANT = ("activation peak, non-torch and CUDA graph memory stay as
 
 @dataclass(frozen=True)
 class Figure:
-    """A number and where it came from: logged, derived (arithmetic on logged figures), assumed, config, given."""
+    """A number and where it came from: logged, derived (arithmetic on logged figures), assumed, config, given;
+    and, for a derived one, how far off it can be from the rounding of the figures it comes from."""
 
     value: Any
     source: str
     note: str = ""
+    uncertainty: float = 0.0          # +/- in the figure's own unit; 0 when exact or unknown
+
+
+PRINTED_GIB = 0.005                   # vLLM prints GiB to two decimals: a printed figure is within this
+
+
+def honest(value: float, uncertainty: float) -> float:
+    """`value` rounded to the power of ten its uncertainty allows (147,454 +/- 183 -> 147,500)."""
+    if not uncertainty or uncertainty <= 0:
+        return value
+    step = 10 ** math.floor(math.log10(uncertainty))
+    return round(value / step) * step
+
+
+def shown(value: float, uncertainty: float, unit: str = "") -> str:
+    """A figure as it may be shown: rounded to what its inputs support, with the margin when there is one."""
+    if not uncertainty:
+        return f"{value:,.0f}{unit}"
+    margin = float(f"{uncertainty:.2g}")
+    return f"{honest(value, uncertainty):,.0f}{unit} (±{margin:,.0f})"
 
     def __str__(self) -> str:
         return f"{self.value} ({self.source}{': ' + self.note if self.note else ''})"
@@ -118,6 +139,16 @@ ERAS = {
 
 
 @dataclass(frozen=True)
+class ModelLimits:
+    """What vLLM checks the flags against before it sizes anything: the tensor-parallel size must divide the
+    model's attention heads, and max_model_len may not exceed the model's context (as its config and the
+    launch's rope scaling stretch it) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
+
+    attention_heads: Figure | None
+    max_len: Figure | None
+
+
+@dataclass(frozen=True)
 class Geometry:
     """One GPU's memory as one startup (or a config) shows it, every figure with its source."""
 
@@ -137,6 +168,8 @@ class Geometry:
     block_size: Figure
     logged_concurrency: float | None = None
     spec: ModelSpec | None = None
+    limits: ModelLimits = ModelLimits(None, None)
+    started: bool = False             # the incident itself got past sizing its KV cache (it served, or said so)
 
     @property
     def graph_in_budget(self) -> bool:
@@ -244,14 +277,18 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
     kv, tokens = _fig(facts, "kv_cache_gib"), _fig(facts, "kv_cache_tokens")
     per_token = None
     if kv is not None and tokens is not None and tokens.value > 0 and kv.value > 0:
-        per_token = Figure(kv.value * GIB / tokens.value, DERIVED, "available KV memory / KV tokens")
+        per_token = Figure(kv.value * GIB / tokens.value, DERIVED, "available KV memory / KV tokens",
+                           PRINTED_GIB * GIB / tokens.value)
     elif "kv_needed_gib" in facts and "max_model_len" in facts:
         per_token = Figure(facts["kv_needed_gib"].value * GIB / facts["max_model_len"].value, DERIVED,
-                           "KV one max_model_len request needs / max_model_len (vLLM's error)")
-    elif spec is not None:
-        per_token = Figure(spec.kv_bytes_per_token(settings.tensor_parallel_size, settings.pipeline_parallel_size,
-                                                   kv_value_bytes(settings.kv_cache_dtype, settings.dtype)),
-                           CONFIG, "layers x KV heads per GPU x head dim x 2 x bytes")
+                           "KV one max_model_len request needs / max_model_len (vLLM's error)",
+                           PRINTED_GIB * GIB / facts["max_model_len"].value)
+    if spec is not None:
+        exact = spec.kv_bytes_per_token(settings.tensor_parallel_size, settings.pipeline_parallel_size,
+                                        kv_value_bytes(settings.kv_cache_dtype, settings.dtype))
+        # the config's exact figure, unless the log's own disagrees beyond its rounding (another model, a quirk)
+        if per_token is None or abs(per_token.value - exact) <= max(per_token.uncertainty, 0.001 * exact):
+            per_token = Figure(exact, CONFIG, "layers x KV heads per GPU x head dim x 2 x bytes")
     estimate = facts["estimated_max_model_len"].value if "estimated_max_model_len" in facts else None
     if kv is not None and per_token is not None and estimate and 0 < estimate * per_token.value / GIB - kv.value <= 0.005:
         kv = Figure(estimate * per_token.value / GIB, DERIVED,        # the print rounds to 0.01 GiB; the estimate does not
@@ -277,7 +314,34 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
     return Geometry(era=era, engine=engine, settings=settings, total_gib=total, utilization=utilization,
                     weights_gib=weights, activation_gib=activation, non_torch_gib=non_torch, overhead_gib=overhead,
                     cuda_graph_gib=graphs, kv_gib=kv, kv_tokens=tokens, bytes_per_token=per_token, block_size=block,
-                    logged_concurrency=concurrency, spec=spec)
+                    logged_concurrency=concurrency, spec=spec, limits=model_limits(facts, spec),
+                    started=any(n in facts and facts[n].value is True for n in ("server_up", "kv_cache_sized")))
+
+
+def model_limits(facts: Mapping[str, Fact], spec: ModelSpec | None) -> ModelLimits:
+    """The heads and the longest length vLLM accepts, from the config.json, else the table of common models.
+    A length the incident itself started with was accepted, whatever rope scaling its launch carried."""
+    from .catalog import known_model
+    model = facts["model"].value if "model" in facts else None
+    known = known_model(model) if spec is None else None
+    heads = native = None
+    if spec is not None:
+        heads = Figure(spec.attention_heads, CONFIG, spec.path) if spec.attention_heads else None
+        native = Figure(spec.max_position_embeddings, CONFIG, f"max_position_embeddings of {spec.path}") \
+            if spec.max_position_embeddings else None
+    elif known is not None:
+        heads = Figure(known.attention_heads, ASSUMED, f"{known.name}'s config (vtriage's table of common models)")
+        native = Figure(known.max_position_embeddings, ASSUMED,
+                        f"{known.name}'s max_position_embeddings (vtriage's table of common models)")
+    accepted = facts.get("max_model_len")
+    if accepted is not None and (native is None or accepted.value > native.value):
+        phase = facts["failed_phase"].value if "failed_phase" in facts else None
+        past_configuration = any(n in facts for n in ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "server_up",
+                                                      "kv_needed_gib")) or phase not in (None, "initialization")
+        if past_configuration:
+            native = Figure(accepted.value, LOGGED, "the incident's own max_model_len, which vLLM accepted "
+                            "(with the rope scaling its launch carried)")
+    return ModelLimits(heads, native)
 
 
 def _quantization(settings: Settings, spec: ModelSpec | None) -> Quantization | None:

@@ -13,6 +13,10 @@ from typing import Any
 from .model import (ASSUMPTION_CONSTANT, ASSUMPTION_FP8_KV, ASSUMPTION_QUANT, ASSUMPTION_TP, GIB, LOAD_RESERVE_GIB,
                     Geometry, Settings, _quantization, dtype_bytes, kv_value_bytes, weight_bytes)
 
+# The `vtriage FILE` options that give what a prediction lacked.
+NEEDS_GPU = "--gpu NAME or --gpu-memory-gib GIB"
+NEEDS_CONFIG = "--model-config CONFIG"
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -29,12 +33,13 @@ class Prediction:
     request_tokens: float | None         # KV one max_model_len request takes, in tokens of every layer
     max_concurrency: float | None        # max_model_len requests held at once
     starts: bool | None
-    problem: str | None                  # weights_dont_fit | kv_cache_too_small | None
+    problem: str | None                  # weights_dont_fit | kv_cache_too_small | refused | None
     reason: str
     outside_budget_gib: float | None     # (1 - utilization) x total: the CUDA context, graphs before 0.20, others
     risks: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()          # the inputs that would make the unknown known (options of `vtriage FILE`)
 
     def summary(self) -> str:
         if self.starts is False:
@@ -73,11 +78,14 @@ def predict(g: Geometry, s: Settings | None = None) -> Prediction:
     s0 = g.settings
     assumptions: list[str] = []
     unknown: list[str] = []
+    needs: list[str] = []
     total = g.total_gib.value if g.total_gib else None
     util0 = g.utilization.value
     util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else util0
     weights0 = g.weights_gib.value if g.weights_gib else None
     weights, w_ratio = _weights(g, s, assumptions, unknown)
+    if w_ratio != w_ratio:                                   # NaN: the weights under that quantization are unknown
+        needs.append(NEEDS_CONFIG)
     per_token = _bytes_per_token(g, s, assumptions)
     changed = (util != util0, w_ratio != 1.0, g.graph_in_budget and s.enforce_eager != s0.enforce_eager)
     kv = None
@@ -86,8 +94,9 @@ def predict(g: Geometry, s: Settings | None = None) -> Prediction:
         if util != util0:
             if total is None:
                 kv = None
-                unknown.append("the GPU's total memory is not in the log (give --gpu-memory-gib): "
+                unknown.append("the GPU's total memory is not in the log (give --gpu NAME or --gpu-memory-gib): "
                                "a utilization change cannot be sized")
+                needs.append(NEEDS_GPU)
             else:
                 kv += (util - util0) * total
         if kv is not None and w_ratio != 1.0:
@@ -110,12 +119,16 @@ def predict(g: Geometry, s: Settings | None = None) -> Prediction:
     elif g.kv_tokens is not None and not any(changed):     # same memory, other width: tokens scale inversely
         blocks = int(g.kv_tokens.value * _width_ratio(s0, s) // block)
         tokens = blocks * block
-    elif kv is not None or g.kv_tokens is not None:
+    elif (kv is not None or g.kv_tokens is not None) and NEEDS_GPU not in needs:
         unknown.append("KV bytes per token are not known (give --model-config)")
+        needs.append(NEEDS_CONFIG)
     length = s.max_model_len
     request = _request_tokens(g, s, length)
     concurrency = g.concurrency(blocks, tokens, length, request if request != length else None) if length else None
     problem, reason = _starts(g, weights, kv, blocks, request, length, total)
+    refusal = refused(g, s)
+    if refusal is not None:
+        problem, reason = "refused", refusal
     outside = (1 - util) * total if total else None
     return Prediction(settings=s.replace(gpu_memory_utilization=util), total_gib=total,
                       budget_gib=util * total if total else None, weights_gib=weights, kv_gib=kv, kv_tokens=tokens,
@@ -123,7 +136,7 @@ def predict(g: Geometry, s: Settings | None = None) -> Prediction:
                       starts=None if problem == "unknown" else problem is None,
                       problem=None if problem == "unknown" else problem, reason=reason, outside_budget_gib=outside,
                       risks=tuple(_risks(g, s, util, total, length)), assumptions=tuple(dict.fromkeys(assumptions)),
-                      unknown=tuple(dict.fromkeys(unknown)))
+                      unknown=tuple(dict.fromkeys(unknown)), needs=tuple(dict.fromkeys(needs)))
 
 
 def requests_held(g: Geometry, p: Prediction, tokens_per_request: float) -> float | None:
@@ -219,13 +232,30 @@ def _starts(g: Geometry, weights: float | None, kv: float | None, blocks: int | 
         return "kv_cache_too_small", f"no memory left for the KV cache ({kv:.2f} GiB after weights and activations)"
     if blocks is not None and request:
         need = math.ceil(request / g.block_size.value)
-        if blocks < need:
+        proven = g.started and g.kv_tokens is not None and blocks * g.block_size.value >= g.kv_tokens.value \
+            and length is not None and length <= (g.settings.max_model_len or 0)
+        if blocks < need and not proven:        # what the incident itself started with, it starts with again
             return "kv_cache_too_small", (f"one {length:,}-token request needs {need * g.block_size.value:,} tokens of "
                                           f"KV cache; it holds {blocks * g.block_size.value:,}")
         return None, f"one {length:,}-token request fits"
     if blocks is not None:
         return None, "the KV cache has room"
     return "unknown", "the KV cache size cannot be predicted from these figures"
+
+
+def refused(g: Geometry, s: Settings) -> str | None:
+    """vLLM's own checks on the flags, before any memory is sized; None when they pass or cannot be made."""
+    heads = g.limits.attention_heads
+    tp = s.tensor_parallel_size
+    if heads is not None and heads.value and heads.value % tp:
+        return (f"vLLM refuses --tensor-parallel-size {tp}: the model's {heads.value} attention heads do not "
+                f"divide evenly over {tp} GPUs")
+    limit = g.limits.max_len
+    if limit is not None and s.max_model_len and s.max_model_len > limit.value:
+        return (f"vLLM refuses --max-model-len {s.max_model_len:,}: above the {limit.value:,} tokens the model "
+                "takes (rope scaling in --hf-overrides can stretch it; VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides "
+                "the check at the model's peril)")
+    return None
 
 
 def _risks(g: Geometry, s: Settings, util: float, total: float | None, length: int | None) -> list[str]:
@@ -239,9 +269,6 @@ def _risks(g: Geometry, s: Settings, util: float, total: float | None, length: i
                        f"{f' ({graphs:.2f} GiB)' if graphs else ''} and the CUDA context: capture may run out of "
                        "memory (external_pressure); lower the utilization or use --enforce-eager")
     spec = g.spec
-    if spec is not None and length and spec.max_position_embeddings and length > spec.max_position_embeddings:
-        out.append(f"max_model_len {length:,} is above the model's {spec.max_position_embeddings:,} positions: "
-                   "vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
     if spec is not None and not spec.uses_latent_attention:
         heads = min(layer.kv_heads for layer in spec.attention)
         if s.tensor_parallel_size > heads:

@@ -1,20 +1,23 @@
 """The fix solvers rules name, and how each fix is verified through the capacity model before it is printed.
 
-A solver computes a number from the incident's facts, then asks the model what vLLM would do with it
-(`outcome`): the prediction is attached to the fix, and the fix is `checked` only when the prediction
-confirms it does what it is for, with the safety margin below. A fix the model cannot check stays unchecked.
+A solver computes a number from the incident's facts (and what the user gave: `Given`), then asks the model
+what vLLM would do with it (`outcome`): the prediction is attached to the fix, and the fix is `checked` only
+when the prediction confirms it starts and does what it is for, with the safety margin below; `not_enough`
+when the prediction says it fails or falls short on its own; `unchecked` when the model cannot tell, with the
+input that would let it (`needs`). A fix with no number is `advice`.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Mapping
-
-import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NamedTuple
 
 from ..model import Fact, Fix
-from .model import DERIVED, Figure, Geometry, Settings, calibrate, weight_bytes
-from .predict import Prediction, predict
+from .catalog import parameter_count
+from .hfconfig import ModelSpec
+from .model import DERIVED, Figure, Geometry, Settings, _quantization, calibrate, dtype_bytes, weight_bytes
+from .predict import NEEDS_CONFIG, NEEDS_GPU, Prediction, predict
 
 DOCS_MEMORY = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
 DOCS_PREEMPTION = "https://docs.vllm.ai/en/latest/configuration/optimization/#preemption"
@@ -29,7 +32,22 @@ MIN_KV_SHARE_FOR_WEIGHTS = 0.25   # a weight fix must leave this share of the bu
 TARGET_KV_USAGE = 0.9             # what --max-num-seqs aims the KV cache at under load
 
 Facts = Mapping[str, Fact]
-FixSolver = Callable[[Facts], list[Fix]]
+
+
+@dataclass(frozen=True)
+class Given:
+    """What the user told vtriage that the log lacks: the model's config.json (`--model-config`), the GPUs the
+    node has (`--gpus`) and one GPU's memory (`--gpu NAME` or `--gpu-memory-gib`; it becomes the gpu_total_gib
+    fact when the input does not print one)."""
+
+    spec: ModelSpec | None = None
+    gpus: int | None = None
+    gpu_total_gib: float | None = None
+    gpu_source: str = ""                 # "--gpu L4 (22.05 GiB as torch reports it ...)" or "--gpu-memory-gib"
+
+
+NOTHING_GIVEN = Given()
+FixSolver = Callable[[Facts, Given], list[Fix]]
 FIXES: dict[str, FixSolver] = {}
 
 
@@ -55,20 +73,21 @@ def ceil2(x: float) -> float:
 
 # --- through the model -------------------------------------------------------------------------------
 
-def geometry(facts: Facts) -> Geometry:
+def geometry(facts: Facts, given: Given = NOTHING_GIVEN) -> Geometry:
     """The incident's geometry; when the weights never loaded, their size as `weights_needed` finds it."""
-    g = calibrate(facts)
+    g = calibrate(facts, given.spec)
     if g.weights_gib is None:
-        total, how, lower_bound = weights_needed(facts)
-        if total is not None:
+        needed = weights_needed(facts, given)
+        if needed.gib is not None:
             tp = value_of(facts, "tensor_parallel_size") or 1
-            g = dataclasses.replace(g, weights_gib=Figure(total / tp, DERIVED, ("at least " if lower_bound else "") + how))
+            how = ("at least " if needed.lower_bound else "") + needed.how
+            g = dataclasses.replace(g, weights_gib=Figure(needed.gib / tp, DERIVED, how))
     return g
 
 
-def outcome(facts: Facts, **changes: Any) -> Prediction:
+def outcome(facts: Facts, given: Given = NOTHING_GIVEN, **changes: Any) -> Prediction:
     """What vLLM would do with the incident's flags plus `changes`."""
-    g = geometry(facts)
+    g = geometry(facts, given)
     return predict(g, g.settings.replace(**changes))
 
 
@@ -77,48 +96,110 @@ def weights_leave_room(p: Prediction) -> bool:
         and p.weights_gib <= p.budget_gib * (1 - MIN_KV_SHARE_FOR_WEIGHTS)
 
 
-def verified(fix: Fix, p: Prediction, ok: bool) -> Fix:
-    """Attach the prediction; `checked` only when the model confirmed the fix."""
-    informative = p.kv_gib is not None or p.kv_tokens is not None or p.weights_gib is not None
-    return dataclasses.replace(fix, predicted=p.as_dict() if informative else None, checked=bool(ok and informative))
+def verified(fix: Fix, p: Prediction, ok: bool | None, short: str | None = None,
+             needs: tuple[str, ...] = ()) -> Fix:
+    """Attach the prediction and the verdict on the fix: `ok` True (it starts and does what it is for: checked),
+    False (it fails or falls short alone: not_enough, `short` says why), None (the model cannot tell: unchecked,
+    `needs` and the prediction's own say which input would let it)."""
+    informative = p.kv_gib is not None or p.kv_tokens is not None or p.weights_gib is not None or p.starts is False
+    predicted = p.as_dict() if informative else None
+    if ok is False and short and predicted is not None and p.starts is not False:   # it starts, but falls short
+        predicted = {**predicted, "summary": f"{short}; {predicted['summary']}"}
+    status = "checked" if ok and informative else "not_enough" if ok is False and informative else "unchecked"
+    wanted = tuple(dict.fromkeys((*needs, *p.needs))) if status == "unchecked" else ()
+    return dataclasses.replace(fix, predicted=predicted, checked=status == "checked", status=status, needs=wanted)
 
 
-def starts(p: Prediction, facts: Facts) -> bool:
-    """The model says it starts. When the incident failed before the KV cache was sized (so no KV figure exists
-    to move), the weights at least leave a quarter of the budget; a weight size that is only a lower bound never."""
+def starts(p: Prediction, facts: Facts, given: Given = NOTHING_GIVEN) -> bool | None:
+    """Whether the model says it starts. When the incident failed before the KV cache was sized (so no KV figure
+    exists to move), the weights must leave a quarter of the budget; a weight size that is only a lower bound,
+    or a guess from the model's name, cannot say."""
     if p.starts is not None:
         return p.starts
     sized = any(name in facts for name in ("kv_cache_gib", "kv_cache_tokens", "gpu_blocks"))
-    return not sized and not weights_needed(facts)[2] and weights_leave_room(p)
+    needed = weights_needed(facts, given)
+    if sized or p.weights_gib is None or p.budget_gib is None:
+        return None
+    if needed.lower_bound or needed.guess:
+        return False if needed.lower_bound and not weights_leave_room(p) else None
+    return weights_leave_room(p)
+
+
+def weight_needs(facts: Facts, given: Given = NOTHING_GIVEN) -> tuple[str, ...]:
+    """The inputs that would let a weight fix be checked: the GPU's memory, the real parameter count."""
+    out = []
+    if not value_of(facts, "gpu_total_gib"):
+        out.append(NEEDS_GPU)
+    needed = weights_needed(facts, given)
+    if needed.gib is None or needed.guess or needed.lower_bound:
+        out.append(NEEDS_CONFIG)
+    return tuple(out)
 
 
 # --- the weights a model needs ----------------------------------------------------------------------
 
-def params_from_name(model: str | None) -> float | None:
-    """'Qwen2-7B-Instruct' -> 7e9; mixture names like 8x7B multiply."""
-    if not model:
-        return None
-    m = re.search(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s?[Bb](?![a-zA-Z])", model.split("/")[-1])
-    if not m:
-        return None
-    return float(m.group(2)) * 1e9 * (int(m.group(1)) if m.group(1) else 1)
+class WeightsNeeded(NamedTuple):
+    """Total weight size over all GPUs, how it was found, and how sure it is."""
+
+    gib: float | None
+    how: str
+    lower_bound: bool          # at least this much (what the GPU held when loading failed)
+    guess: bool = False        # from the model's name alone
 
 
-def weights_needed(facts: Facts) -> tuple[float | None, str, bool]:
-    """Total weight size over all GPUs: (GiB, how it was found, whether it is only a lower bound)."""
+def weights_needed(facts: Facts, given: Given = NOTHING_GIVEN) -> WeightsNeeded:
+    """From the log's "Model loading took", else the parameter count (config.json, the table of common models,
+    or the name as a guess) x bytes per parameter, else what the GPU held when loading failed (a lower bound)."""
     tp = value_of(facts, "tensor_parallel_size") or 1
     loaded = value_of(facts, "weights_gib")
     if loaded:
-        return loaded * tp, f"{loaded:.2f} GiB per GPU x {tp}", False
-    params = params_from_name(value_of(facts, "model"))
+        return WeightsNeeded(loaded * tp, f"{loaded:.2f} GiB per GPU x {tp}", False)
+    count = parameter_count(value_of(facts, "model"), given.spec)
     quant = value_of(facts, "quantization")
     dtype = str(value_of(facts, "dtype") or "auto")
-    per_param = weight_bytes(Settings(quantization=quant, dtype=dtype))
-    if params and per_param:
-        gib = params * per_param / 2**30
-        return gib, f"{params / 1e9:g}B parameters x {per_param:g} bytes ({quant or dtype}) from the model name", False
+    settings = Settings(quantization=quant, dtype=dtype)
+    per_param = weight_bytes(settings)
+    if count is not None and given.spec is not None:
+        gib = given.spec.weights_gib(1, 1, _quantization(settings, given.spec), dtype_bytes(dtype))
+        return WeightsNeeded(gib, f"{count.how} in {quant or dtype}", False)
+    if count is not None and per_param:
+        gib = count.params * per_param / 2**30
+        return WeightsNeeded(gib, f"{count.how} x {per_param:g} bytes ({quant or dtype})",
+                             count.bound == "lower", count.guess)
     held = value_of(facts, "allocated_gib") or value_of(facts, "this_process_gib")
     tried = value_of(facts, "tried_to_allocate_gib") or 0.0
     if held:
-        return (held + tried) * tp, "what the GPU already held when loading failed, plus the failed allocation", True
-    return None, "", True
+        return WeightsNeeded((held + tried) * tp,
+                             "what the GPU already held when loading failed, plus the failed allocation", True)
+    return WeightsNeeded(None, "", True)
+
+
+# --- the order on-call reads them in ----------------------------------------------------------------
+
+MEMORY_VERDICTS = frozenset({"weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown"})
+OTHER_PROCESS_NOTABLE_GIB = 0.5
+
+
+def names_another_process(facts: Facts) -> bool:
+    """The evidence shows another process holding GPU memory: an OOM's `Process N has X GiB`, a GPU
+    snapshot or nvidia-smi, or DCGM's memory in use beyond vLLM's reservation."""
+    others = value_of(facts, "other_processes_gib") or 0.0
+    beyond = value_of(facts, "gpu_memory_beyond_budget_gib") or 0.0
+    return others >= OTHER_PROCESS_NOTABLE_GIB or beyond >= 2 * OTHER_PROCESS_NOTABLE_GIB
+
+
+def arrange_fixes(fixes: list[Fix], facts: Facts, verdict: str) -> tuple[Fix, ...]:
+    """Every fix with its status; when the evidence names another process, finding and stopping it comes first;
+    fixes the model predicts fail or fall short go last (shown as "not enough alone", never as the fix)."""
+    out: list[Fix] = []
+    for fix in fixes:
+        if not fix.status:
+            fix = dataclasses.replace(fix, status="advice" if fix.value is None else "unchecked")
+        if all(fix.action != seen.action for seen in out):
+            out.append(fix)
+    if verdict in MEMORY_VERDICTS and names_another_process(facts):
+        first = [f for f in out if f.computed_from and "other_process_pids" in f.computed_from]
+        if not first:
+            first = [dataclasses.replace(f, status="advice") for f in FIXES["free_other_processes"](facts, NOTHING_GIVEN)]
+        out = first + [f for f in out if f not in first]
+    return tuple([f for f in out if f.status != "not_enough"] + [f for f in out if f.status == "not_enough"])

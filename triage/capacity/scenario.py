@@ -22,7 +22,7 @@ from .predict import Prediction, blocks_for, predict, requests_held
 ASSUMED_NON_TORCH_GIB = 0.5       # CUDA context growth, NCCL and attention workspaces (0.2-0.6 in the fixture logs)
 ASSUMED_GRAPH_GIB = 1.0           # CUDA graphs (0.2-1.9 GiB in the fixture logs)
 MIN_ACTIVATION_GIB = 1.0
-VERDICTS = ("fits", "weights_dont_fit", "kv_cache_too_small", "preemption_slowdown", "unknown")
+VERDICTS = ("fits", "weights_dont_fit", "kv_cache_too_small", "preemption_slowdown", "refused", "unknown")
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,10 @@ def suggest(g: Geometry, p: Prediction, s: Settings, lengths: Lengths | None, se
             max_gpus: int | None = None) -> list[str]:
     """The nearest settings the model predicts would work, each checked by predicting it."""
     out = []
+    limit = g.limits.max_len
+    if p.problem == "refused" and limit is not None and s.max_model_len and s.max_model_len > limit.value:
+        if predict(g, s.replace(max_model_len=limit.value)).starts:
+            out.append(f"--max-model-len {limit.value} is the longest the model takes without rope scaling")
     if p.problem == "kv_cache_too_small" and p.kv_tokens and s.max_model_len:
         longest = p.kv_tokens
         if predict(g, s.replace(max_model_len=longest)).starts:
@@ -214,7 +218,7 @@ def suggest(g: Geometry, p: Prediction, s: Settings, lengths: Lengths | None, se
         for tp in (2, 4, 8, 16):
             if max_gpus is not None and tp * s.pipeline_parallel_size > max_gpus:
                 break
-            if tp > s.tensor_parallel_size and predict(g, s.replace(tensor_parallel_size=tp)).starts:
+            if tp > s.tensor_parallel_size and predict(g, s.replace(tensor_parallel_size=tp)).starts:  # heads divide
                 out.append(f"--tensor-parallel-size {tp} fits")
                 break
     if p.starts and lengths is not None and seqs is not None:

@@ -5,14 +5,15 @@ import json
 import textwrap
 from typing import Any, Callable
 
-from ..capacity.model import Figure
+from ..capacity.model import Figure, honest, shown
 from ..capacity.predict import Prediction
 from ..capacity.scenario import Scenario
 from .text import _Style
 
 SCENARIO_SCHEMA_VERSION = 1
 _VERDICT_TEXT = {"fits": "FITS", "weights_dont_fit": "WEIGHTS DON'T FIT", "kv_cache_too_small": "KV CACHE TOO SMALL",
-                 "preemption_slowdown": "PREEMPTION RISK", "unknown": "CANNOT PREDICT"}
+                 "preemption_slowdown": "PREEMPTION RISK", "refused": "vLLM REFUSES THESE FLAGS",
+                 "unknown": "CANNOT PREDICT"}
 
 
 def _num(x: float | None, fmt: str = "{:,.2f}", unit: str = "") -> str:
@@ -35,7 +36,7 @@ def _rows(scn: Scenario) -> list[tuple[str, Callable[[Prediction], str]]]:
         ("budget (utilization x total)", lambda p: _num(p.budget_gib, unit=" GiB")),
         ("KV cache memory", lambda p: _num(p.kv_gib, unit=" GiB")),
         ("KV cache tokens", lambda p: _num(p.kv_tokens, "{:,}")),
-        ("KV bytes per token", lambda p: _num(p.bytes_per_token, "{:,.0f}")),
+        ("KV bytes per token", lambda p: "?" if p.bytes_per_token is None else shown(p.bytes_per_token, _margin(scn, p))),
         ("max concurrency at max_model_len", lambda p: _num(p.max_concurrency, unit="x")),
     ]
     if mean:
@@ -51,6 +52,14 @@ def _rows(scn: Scenario) -> list[tuple[str, Callable[[Prediction], str]]]:
         ("verdict", lambda p: scn.verdict_of(p)),
     ]
     return rows
+
+
+def _margin(scn: Scenario, p: Prediction) -> float:
+    """The uncertainty of a prediction's KV bytes per token: the calibrated figure's, scaled with it."""
+    per_token = scn.geometry.bytes_per_token
+    if per_token is None or not per_token.uncertainty or not p.bytes_per_token:
+        return 0.0
+    return per_token.uncertainty * p.bytes_per_token / per_token.value
 
 
 def render_scenario_text(scn: Scenario, title: str, color: bool = False) -> str:
@@ -88,8 +97,12 @@ def render_scenario_text(scn: Scenario, title: str, color: bool = False) -> str:
 def _figure(f: Figure | None) -> dict[str, Any] | None:
     if f is None:
         return None
-    value = round(f.value, 4) if isinstance(f.value, float) else f.value
-    return {"value": value, "source": f.source, "note": f.note or None}
+    value = honest(f.value, f.uncertainty) if f.uncertainty else f.value
+    value = round(value, 4) if isinstance(value, float) else value
+    out = {"value": value, "source": f.source, "note": f.note or None}
+    if f.uncertainty:
+        out["uncertainty"] = float(f"{f.uncertainty:.2g}")
+    return out
 
 
 def scenario_dict(scn: Scenario, kind: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from ..facts import FACTS
-from ..model import Fact, Finding, FleetView, Fix, Report, SourceRef, TimeWindow
+from ..model import Fact, Finding, FleetView, Fix, LaunchCommand, Report, SourceRef, TimeWindow
 
 VERDICT_TITLES: Mapping[str, str] = {
     "weights_dont_fit": "Weights don't fit",
@@ -83,8 +83,16 @@ def format_value(value: Any, unit: str | None = None) -> str:
     return f"{text} {unit}"
 
 
+FRACTION_FACTS = frozenset({"gpu_memory_utilization"})     # a vLLM flag's value: shown as the flag takes it
+
+
 def format_fact(fact: Fact | None) -> str:
-    return UNKNOWN if fact is None else format_value(fact.value, fact.unit)
+    """A fact as a person reads it: a ratio as a percentage (as the summaries say it), except a flag's value."""
+    if fact is None:
+        return UNKNOWN
+    if fact.unit == "ratio" and isinstance(fact.value, float) and fact.name not in FRACTION_FACTS:
+        return f"{fact.value:.1%}".replace(".0%", "%")
+    return format_value(fact.value, fact.unit)
 
 
 def ordered_facts(facts: Mapping[str, Fact]) -> list[Fact]:
@@ -105,8 +113,40 @@ def key_fact_names(report: Report) -> list[str]:
 
 
 def fix_is_unchecked(fix: Fix) -> bool:
-    """A computed number the capacity model did not re-check (the text renderer marks it the same way)."""
-    return not fix.checked and fix.value is not None
+    """A number the capacity model could not check (the text renderer marks it the same way)."""
+    return fix.status == "unchecked"
+
+
+def unchecked_note(fix: Fix) -> str:
+    """Why a fix is unchecked, and what would check it: "unchecked: give --gpu NAME or --gpu-memory-gib"."""
+    return "unchecked" + (": give " + "; ".join(fix.needs) if fix.needs else "")
+
+
+def listed_fixes(fixes: Iterable[Fix]) -> tuple[list[tuple[int, Fix]], list[tuple[int, Fix]]]:
+    """The fixes to number (checked, unchecked, advice) and those the model predicts are not enough alone,
+    each with its number in the report's fix list (the command names it)."""
+    numbered = list(enumerate(fixes, 1))
+    return [(i, f) for i, f in numbered if f.status != "not_enough"], [(i, f) for i, f in numbered
+                                                                       if f.status == "not_enough"]
+
+
+def command_heading(launch: LaunchCommand) -> str:
+    """What the command is: the incident's whole launch with fix N, or only what to add to it; and which
+    release's arguments every flag was checked against."""
+    checked = f"every flag checked against the arguments of {launch.release_basis or 'vLLM ' + str(launch.vllm_version)}"
+    if launch.complete:
+        return f"Fix {launch.fix_index} applied to the incident's own launch ({checked}):"
+    return (f"Add to your command (fix {launch.fix_index}; the log does not show the whole launch command; "
+            f"{checked}):")
+
+
+def no_command_sentence(fixes: Iterable[Fix]) -> str | None:
+    """When there are flag fixes but none is checked, say so rather than print one to paste."""
+    flagged = [f for f in fixes if f.flag and f.value is not None]
+    if not flagged or any(f.status == "checked" for f in flagged):
+        return None
+    needs = list(dict.fromkeys(n for f in flagged for n in f.needs))
+    return "No command to paste: no flag fix above is checked" + (" (give " + "; ".join(needs) + ")" if needs else "")
 
 
 def references(fixes: Iterable[Fix]) -> list[str]:

@@ -56,7 +56,8 @@ def render_diff_text(c: Comparison, **_: Any) -> str:
     if c.settings_same:
         out.append(f"Settings the same: {', '.join(c.settings_same)}")
     if c.after.command and c.outcome not in ("fixed", "still healthy"):
-        out.extend(["", f"Next fix for AFTER: {c.after.command}"])
+        partial = c.after.launch is not None and not c.after.launch.complete
+        out.extend(["", f"Next fix for AFTER: {'add to your command: ' if partial else ''}{c.after.command}"])
     out.extend(["", f"BEFORE: {_inputs(c.before)}", f"AFTER:  {_inputs(c.after)}"])
     if c.after.runbook and c.outcome not in ("fixed", "still healthy"):
         out.append(f"Runbook: {c.after.runbook}  (vtriage explain {a.verdict})")

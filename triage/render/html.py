@@ -17,9 +17,10 @@ from markupsafe import Markup, escape
 
 from ..model import Report, SourceRef
 from . import charts
-from .common import (attempts_sentence, clip, coverage_sentence, fix_is_unchecked, fleet_heading, fleet_tally, format_fact,
-                     format_value, instance_figures, lead_finding, ordered_facts, quiet_suppressions, redactions_sentence,
-                     references, split_match, verdict_title, window_sentence)
+from .common import (attempts_sentence, clip, command_heading, coverage_sentence, fix_is_unchecked, fleet_heading,
+                     fleet_tally, format_fact, format_value, instance_figures, lead_finding, listed_fixes,
+                     no_command_sentence, ordered_facts, quiet_suppressions, redactions_sentence, references, split_match,
+                     unchecked_note, verdict_title, window_sentence)
 
 MAX_EVIDENCE_LINES = 12      # per finding; a 1 GB log must still make a small page
 MAX_UNRECOGNISED = 20
@@ -93,7 +94,10 @@ def context(report: Report) -> dict[str, Any]:
         "title": verdict_title(d.verdict),
         "findings": [(f, [log_line(r) for r in f.evidence[:MAX_EVIDENCE_LINES]],
                       max(0, len(f.evidence) - MAX_EVIDENCE_LINES)) for f in d.findings],
-        "fixes": [(f, fix_is_unchecked(f)) for f in d.fixes],
+        "fixes": [(i, f, unchecked_note(f) if fix_is_unchecked(f) else None) for i, f in listed_fixes(d.fixes)[0]],
+        "short": listed_fixes(d.fixes)[1],
+        "command_heading": command_heading(report.launch) if report.launch else None,
+        "no_command": no_command_sentence(d.fixes) if report.launch is None else None,
         "doc_links": references(d.fixes),
         "memory": charts.memory_picture(d.facts, report.ranks),
         "timeline": charts.timeline(report.timeline, report.failure_at,

@@ -38,7 +38,7 @@ def _ruled_out(r: RuledOut) -> dict[str, Any]:
 def _fix(f: Fix) -> dict[str, Any]:
     return {"flag": f.flag, "value": f.value, "why": f.why, "action": f.action, "also_set": dict(f.also_set),
             "computed_from": list(f.computed_from), "reference": f.reference, "checked": f.checked,
-            "predicted": dict(f.predicted) if f.predicted else None}
+            "status": f.status, "needs": list(f.needs), "predicted": dict(f.predicted) if f.predicted else None}
 
 
 def _group(g: CoverageGroup) -> dict[str, Any]:
@@ -92,6 +92,11 @@ def report_dict(report: Report) -> dict[str, Any]:
         "suppressed": _suppressed(report),
         "fixes": [_fix(f) for f in d.fixes],
         "command": report.command,
+        "launch": None if report.launch is None else {
+            "complete": report.launch.complete, "fix": report.launch.fix_index, "program": report.launch.program,
+            "vllm_version": report.launch.vllm_version, "changed": list(report.launch.changed),
+            "kept": list(report.launch.kept), "not_recovered": list(report.launch.not_recovered),
+            "source": [_ref(r) for r in report.launch.source]},
         "inputs": [{"path": i.path, "kind": i.kind, "lines_read": i.lines_read, "lines_recognised": i.lines_recognised,
                     "vllm_lines": i.vllm_lines, "warnings": list(i.warnings)} for i in report.inputs],
         "unrecognised": [_group(g) for g in report.unrecognised],

@@ -10,9 +10,10 @@ import re
 from typing import Any
 
 from ..model import Report, SourceRef
-from .common import (MEMORY_PARTS, attempts_sentence, clip, coverage_sentence, fix_is_unchecked, fleet_heading, fleet_tally,
-                     format_fact, instance_figures, key_fact_names, lead_finding, quiet_suppressions, redactions_sentence,
-                     references, verdict_title, window_sentence)
+from .common import (MEMORY_PARTS, attempts_sentence, clip, command_heading, coverage_sentence, fix_is_unchecked,
+                     fleet_heading, fleet_tally, format_fact, instance_figures, key_fact_names, lead_finding, listed_fixes,
+                     no_command_sentence, quiet_suppressions, redactions_sentence, references, unchecked_note,
+                     verdict_title, window_sentence)
 
 MAX_EVIDENCE_LINES = 12
 MAX_UNRECOGNISED = 5
@@ -111,14 +112,25 @@ def render_markdown(report: Report, **_: Any) -> str:
 
     if d.fixes:
         out += ["#### Fix", ""]
-        if report.command:
-            out += code_block([report.command], "sh") + [""]
-        for i, fix in enumerate(d.fixes, 1):
+        if report.launch is not None:
+            out += [prose(command_heading(report.launch)), ""] + code_block([report.launch.text], "sh") + [""]
+            out += [f"_Not recovered: {prose(item)}_" for item in report.launch.not_recovered]
+            out += [""] if report.launch.not_recovered else []
+        elif (sentence := no_command_sentence(d.fixes)) is not None:
+            out += [f"_{prose(sentence)}_", ""]
+        fixes, short = listed_fixes(d.fixes)
+        for i, fix in fixes:
             action = code_span(fix.action) if fix.flag and fix.action.startswith("--") else f"**{prose(fix.action)}**"
-            mark = " _(not re-checked)_" if fix_is_unchecked(fix) else ""
+            mark = f" _({prose(unchecked_note(fix))})_" if fix_is_unchecked(fix) else ""
             out.append(f"{i}. {action}{mark}: {prose(fix.why)}")
             if fix.predicted:
                 out.append(f"   _Predicted:_ {prose(fix.predicted['summary'])}")
+        if short:
+            out += ["", "**Not enough alone** (the capacity model predicts each fails or falls short on its own):", ""]
+            for i, fix in short:
+                action = code_span(fix.action) if fix.flag and fix.action.startswith("--") else prose(fix.action)
+                said = fix.predicted["summary"] if fix.predicted else fix.why
+                out.append(f"- {i}. {action}: {prose(said)}")
         refs = references(d.fixes)
         if refs:
             out += ["", "Docs: " + ", ".join(f"<{r}>" if r.startswith("https://") else prose(r) for r in refs)]

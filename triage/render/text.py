@@ -6,7 +6,8 @@ from typing import Any
 
 from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
-from .common import fleet_heading, fleet_tally, instance_figures, quiet_suppressions, window_sentence
+from .common import (command_heading, fix_is_unchecked, fleet_heading, fleet_tally, instance_figures, listed_fixes,
+                     no_command_sentence, quiet_suppressions, unchecked_note, window_sentence)
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
@@ -95,15 +96,30 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     if d.fixes:
         out.append("")
         out.append(s("Fix", "bold"))
-        for i, fix in enumerate(d.fixes, 1):
-            mark = "" if fix.checked or fix.value is None else s(" (unchecked)", "dim")
+        fixes, short = listed_fixes(d.fixes)
+        for i, fix in fixes:
+            mark = s(f" ({unchecked_note(fix)})", "dim") if fix_is_unchecked(fix) else ""
             out.append(f"  {i}. {s(fix.action, 'bold')}{mark}")
             out.extend("     " + w for w in textwrap.wrap(fix.why, 96))
             if fix.predicted:
                 out.extend("     " + w for w in textwrap.wrap("predicted: " + fix.predicted["summary"], 96))
-        if report.command:
+        if short:
+            out.append(s("  Not enough alone (the capacity model predicts each fails or falls short on its own):", "dim"))
+            for i, fix in short:
+                said = fix.predicted["summary"] if fix.predicted else fix.why
+                out.extend(textwrap.wrap(f"{i}. {fix.action}: {said}", 96, initial_indent="  ",
+                                         subsequent_indent="     "))
+        launch = report.launch
+        if launch is not None:
             out.append("")
-            out.append("  " + s(report.command, "green"))
+            out.extend("  " + w for w in textwrap.wrap(command_heading(launch), 98))
+            out.append("  " + s(launch.text, "green"))
+            for item in launch.not_recovered:
+                out.extend(s(w, "dim") for w in textwrap.wrap(f"not recovered: {item}", 96, initial_indent="  ",
+                                                              subsequent_indent="    "))
+        elif (sentence := no_command_sentence(d.fixes)) is not None:
+            out.append("")
+            out.extend("  " + w for w in textwrap.wrap(sentence, 98))
         refs = sorted({f.reference for f in d.fixes if f.reference})
         for ref in refs:
             out.append(s(f"  docs: {ref}", "dim"))
