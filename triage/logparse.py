@@ -15,7 +15,7 @@ import re
 from typing import Iterable, Iterator
 
 from .envelope import Record, records
-from .model import PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
+from .model import KV_SATURATED, PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
 from .redact import Redactor, clip
 from .signatures import Signature, SignatureSet
 
@@ -100,6 +100,10 @@ def _spans_boundary(hits, boundary: int) -> bool:
     return any(start < boundary < end for _, _, (start, end) in hits)
 
 
+def _field_count(hits) -> int:
+    return sum(len(fields) for _, fields, _ in hits)
+
+
 def _more_fields(new_hits, old_hits) -> bool:
     """Signatures built from lookaheads match a zero-width span; they gain fields instead."""
     before = {sig.id: len(fields) for sig, fields, _ in old_hits}
@@ -149,15 +153,23 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             nxt = peek()
             if nxt is None or nxt.line != last_line + 1 or not nxt.continues_previous:
                 break
-            candidate = message + nxt.message
-            new_hits = signatures.match(candidate)
             fixed_width = (rec.vllm_prefix and width >= MIN_WRAP_CANDIDATE and segment == width
                            and (joined > 0 or nxt.width == width))
+            # A terminal cuts a line anywhere; a ticket re-flows it at a space it then drops.
+            glue = "" if fixed_width or message[-1:].isspace() or nxt.message[:1].isspace() else " "
+            candidate = message + nxt.message
+            new_hits = signatures.match(candidate)
+            if glue:
+                spaced_hits = signatures.match(message + glue + nxt.message)
+                if _field_count(spaced_hits) > _field_count(new_hits):
+                    candidate, new_hits = message + glue + nxt.message, spaced_hits
+                else:
+                    glue = ""
             if not (fixed_width or _spans_boundary(new_hits, len(message)) or _more_fields(new_hits, hits)):
                 break
             next_record()
             message, hits, last_line, segment = candidate, new_hits, nxt.line, nxt.width
-            rec.text = rec.text + nxt.text
+            rec.text = rec.text + glue + nxt.text
             joined += 1
         proc_key = rec.process
         traceback_body = False
@@ -319,9 +331,17 @@ def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
             fields[key] = max(values)
     fields["intervals"] = fa.get("intervals", 1) + fb.get("intervals", 1)
     fields["kv_usage_sum"] = fa.get("kv_usage_sum", fa.get("kv_usage", 0.0)) + fb.get("kv_usage_sum", fb.get("kv_usage", 0.0))
-    fields["saturated"] = fa.get("saturated", int(fa.get("kv_usage", 0.0) >= 0.95)) + \
-        fb.get("saturated", int(fb.get("kv_usage", 0.0) >= 0.95))
+    fields["saturated"] = fa.get("saturated", int(fa.get("kv_usage", 0.0) >= KV_SATURATED)) + \
+        fb.get("saturated", int(fb.get("kv_usage", 0.0) >= KV_SATURATED))
+    fields["saturated_queue"] = _saturated_queue(fa) + _saturated_queue(fb)
     if "preemptions" in fa or "preemptions" in fb:
         fields["preemptions"] = fa.get("preemptions", 0) + fb.get("preemptions", 0)
     fuller = a if fa.get("kv_usage", 0.0) > fb.get("kv_usage", 0.0) else b
     return dataclasses.replace(b, fields=fields, source=fuller.source)
+
+
+def _saturated_queue(fields: dict) -> int:
+    """Intervals of a (possibly merged) stats event where the cache was full and requests queued."""
+    if "saturated_queue" in fields:
+        return fields["saturated_queue"]
+    return int(fields.get("kv_usage", 0.0) >= KV_SATURATED and bool(fields.get("waiting") or fields.get("swapped")))
