@@ -37,6 +37,8 @@ _LOGGER = re.compile(
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<date>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,]\d+)? "
     r"\[?(?P<file>[^\]\s]+?):(?P<lineno>\d+)\] ?")
 _UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+# Ray's log deduplication appends this to a line several actors printed alike.
+_RAY_REPEATED = re.compile(r"\s*\[repeated (?P<times>\d+)x across cluster\]\s*$")
 # A logger record glued onto the end of something else (a tqdm bar, another record) with no newline.
 _GLUED = re.compile(
     r"(?<=\S)(?=(?:\([^()]*?pid=\d+[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,])")
@@ -59,6 +61,7 @@ class Record:
     vllm_prefix: bool        # carried vLLM's logger prefix
     prefixed: bool           # carried any prefix at all (so it starts a record)
     width: int = 0           # characters on its physical line, as a terminal shows it (for wrap detection)
+    repeated: int = 0        # Ray's "[repeated Nx across cluster]": N more actors printed this line
     wall_time: str | None = None   # the collector's own time (kubectl/docker ISO, syslog), which may carry a year
 
     @property
@@ -189,7 +192,11 @@ def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, p
         if m:
             level, prefixed = m["level"], True
             pos = m.end()
-    return Record(line=line, text=text, message=text[pos:], process=process, level=level,
+    message = text[pos:]
+    repeated = 0
+    if message.endswith("across cluster]") and (m := _RAY_REPEATED.search(message)):
+        message, repeated = message[:m.start()], int(m["times"])
+    return Record(line=line, text=text, message=message, process=process, level=level, repeated=repeated,
                   timestamp=timestamp or when, vllm_prefix=vllm_prefix, prefixed=prefixed, width=width,
                   wall_time=when)
 

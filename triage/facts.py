@@ -260,16 +260,23 @@ def _tensor_parallel_from_ranks(out: _Facts, events: Sequence[LogEvent]) -> None
 
 
 _KV_DEVICE_PLATFORM = {"CPU": "cpu", "XPU": "xpu", "TPU": "tpu", "HPU": "hpu"}
+_OOM_DEVICE_PLATFORM = {"HIP": "rocm", "XPU": "xpu", "CUDA": "cuda"}
 
 
 def _platform_from_kv_device(out: _Facts, events: Sequence[LogEvent]) -> None:
-    """V1 names the KV cache's device ("CPU KV cache size: ..."): the platform when nothing else said."""
+    """V1 names the KV cache's device ("CPU KV cache size: ..."), torch its own in an OOM ("HIP out of
+    memory"): the platform when nothing else said."""
     if "platform" in out.facts:
         return
     sized = next((e for e in events if e.fields.get("device") in _KV_DEVICE_PLATFORM), None)
     if sized is not None:
         out.put("platform", _KV_DEVICE_PLATFORM[sized.fields["device"]], [sized.source],
                 f"the KV cache is on the {sized.fields['device']}")
+        return
+    oom = next((e for e in events if e.fields.get("oom_device") in _OOM_DEVICE_PLATFORM), None)
+    if oom is not None:
+        out.put("platform", _OOM_DEVICE_PLATFORM[oom.fields["oom_device"]], [oom.source],
+                f"torch's out-of-memory error names the {oom.fields['oom_device']} device")
 
 
 def _profile_batch(out: _Facts, events: Sequence[LogEvent]) -> None:
@@ -684,19 +691,30 @@ def _preemptions(out: _Facts, events: Sequence[LogEvent], stats: Sequence[LogEve
     if warnings:
         out.put("preemption_warnings", len(warnings), [w.source for w in warnings])
         counted = [w for w in warnings if "cumulative_preemptions" in w.fields]
-        if counted:
-            top = max(counted, key=lambda w: w.fields["cumulative_preemptions"])
-            low = min(counted, key=lambda w: w.fields["cumulative_preemptions"])
+        # Each engine (process) keeps its own counter: an RL job's Ray actors each run one.
+        engines: dict[str | None, list[LogEvent]] = {}
+        for w in counted:
+            engines.setdefault(w.process, []).append(w)
+        for own in engines.values():
+            top = max(own, key=lambda w: w.fields["cumulative_preemptions"])
+            low = min(own, key=lambda w: w.fields["cumulative_preemptions"])
             total += top.fields["cumulative_preemptions"]
             evidence.append(top.source)
-            notes.append("V0's cumulative counter (it logs every 50th preemption)")
             minutes = _minutes([t for t in (low.timestamp, top.timestamp) if t])
             if minutes and top is not low:
                 rates.append((top.fields["cumulative_preemptions"] - low.fields["cumulative_preemptions"], minutes))
-        else:
-            total += len(warnings)
-            evidence.extend(w.source for w in warnings)
-            notes.append("count of preemption warnings")
+        if counted:
+            notes.append("V0's cumulative counter (it logs every 50th preemption)"
+                         + (f", summed over {len(engines)} engines" if len(engines) > 1 else ""))
+        uncounted = [w for w in warnings if "cumulative_preemptions" not in w.fields]
+        if uncounted:
+            total += len(uncounted)
+            evidence.extend(w.source for w in uncounted)
+            notes.append("warnings without a counter, one preemption each at least")
+        repeats = sum(w.fields.get("repeated", 0) for w in warnings)
+        if repeats:
+            total += repeats
+            notes.append(f"{repeats} more printed by other Ray actors ('repeated across cluster'), one each at least")
         mode = warnings[-1].fields.get("preemption_mode")
         if mode:
             out.put("preemption_mode", str(mode).upper(), [warnings[-1].source])

@@ -193,6 +193,8 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             for sig, fields, (start, end) in hits:
                 text, span = clip(redacted, (to_redacted(start + offset), to_redacted(end + offset)),
                                   MAX_EVIDENCE_CHARS)
+                if rec.repeated:
+                    fields = {**fields, "repeated": rec.repeated}
                 yield LogEvent(kind=sig.kind, signature=sig.id, fields=redactor.fields(fields), process=rec.process,
                                level=rec.level, timestamp=rec.timestamp,
                                source=SourceRef(name, rec.line, text, span), seq=seq, wall_time=rec.wall_time)
