@@ -100,8 +100,10 @@ def _spans_boundary(hits, boundary: int) -> bool:
     return any(start < boundary < end for _, _, (start, end) in hits)
 
 
-def _field_count(hits) -> int:
-    return sum(len(fields) for _, fields, _ in hits)
+def _strength(hits) -> tuple[int, int]:
+    """How much a set of matches says: specific signatures first, then the fields they pulled out."""
+    return (sum(1 for sig, _, _ in hits if not (sig.catch_all or sig.generic)),
+            sum(len(fields) for _, fields, _ in hits))
 
 
 def _more_fields(new_hits, old_hits) -> bool:
@@ -161,7 +163,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             new_hits = signatures.match(candidate)
             if glue:
                 spaced_hits = signatures.match(message + glue + nxt.message)
-                if _field_count(spaced_hits) > _field_count(new_hits):
+                if _strength(spaced_hits) > _strength(new_hits):
                     candidate, new_hits = message + glue + nxt.message, spaced_hits
                 else:
                     glue = ""
