@@ -14,7 +14,7 @@ import re
 from .model import KV_SATURATED, PHASE_RANK, PHASES, Fact, LogEvent, SourceRef
 from .signatures import SignatureSet
 
-MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low",
+MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low", "kv_memory_low",
                              "memory_profiling_error"})
 # Failures that say something broke but not what: a specific failure on any line explains them.
 GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died"})
@@ -76,6 +76,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("kv_needed_gib", float, "GiB", "KV cache one max-length request needs (from vLLM's error)."),
     _spec("estimated_max_model_len", int, "tokens", "vLLM's own estimate of the longest length that fits."),
     _spec("kv_cache_sized", bool, None, "The KV cache was sized without error."),
+    _spec("kv_requested_gib", float, "GiB", "KV cache memory asked for (CPU: VLLM_CPU_KVCACHE_SPACE, --kv-cache-memory-bytes, or what the utilization leaves)."),
+    _spec("checkpoint_gib", float, "GiB", "Size of the model's checkpoint files (vLLM 0.30+ prints it while loading)."),
     # Memory at failure
     _spec("free_gib", float, "GiB", "Free GPU memory at the failure (startup check or torch OOM)."),
     _spec("requested_gib", float, "GiB", "Memory vLLM asked for at startup (utilization x total)."),
@@ -95,6 +97,7 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("failing_process", str, None, "The process (rank) whose error is the root failure."),
     _spec("failing_processes", int, "processes", "Processes (TP ranks) that reported the failure."),
     _spec("engine_died", bool, None, "The engine or a worker died."),
+    _spec("shut_down", bool, None, "The server was asked to stop (SIGTERM, Ctrl-C): what follows is its teardown."),
     _spec("transient_errors", int, "lines", "Errors the server recovered from (it kept serving)."),
     # Serving
     _spec("server_up", bool, None, "The API server or engine finished starting."),
@@ -330,7 +333,8 @@ def _recovered(event: LogEvent, events: Sequence[LogEvent], signatures: Signatur
     """The server kept going after this error: it started, or went on serving, and did not die.
     A traceback whose type is not shown also counts as survived when its own process went on to a
     later startup phase (a warning printed with its stack, not a crash)."""
-    later = [e for e in events if e.seq > event.seq]
+    stop = next((e.seq for e in events if e.kind == "shutdown" and e.seq > event.seq), None)
+    later = [e for e in events if e.seq > event.seq and (stop is None or e.seq < stop)]
     if any(e.kind == "engine_died" for e in later):
         return False
     stats = sum(1 for e in later if e.kind == "stats")
@@ -348,7 +352,11 @@ def _recovered(event: LogEvent, events: Sequence[LogEvent], signatures: Signatur
 def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEvent | None:
     """The failure that explains the attempt: the first specific one (memory first when several are
     on one line), else the first unexplained exception, else a bare "the engine died"."""
-    failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure]
+    stop = next((e.seq for e in events if e.kind == "shutdown"), None)
+    # Once the server is told to stop, its teardown raises errors (EngineDeadError, a cancelled output
+    # handler) that are the shutdown itself, not a failure.
+    failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
+               and (stop is None or e.seq < stop)]
     fatal = [e for e in failing if not _recovered(e, events, signatures)]
 
     def failure_of(e: LogEvent) -> str:
@@ -402,7 +410,10 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
     reached, reached_at = _marker_phase(events, signatures, None)
     if reached >= 0 and reached_at is not None:
         out.put("reached_phase", PHASES[reached], [reached_at.source])
-    died = [e for e in events if e.kind == "engine_died"]
+    stop = next((e for e in events if e.kind == "shutdown"), None)
+    if stop is not None:
+        out.put("shut_down", True, [stop.source], "the server was asked to stop; errors after this are its teardown")
+    died = [e for e in events if e.kind == "engine_died" and (stop is None or e.seq < stop.seq)]
     if died:
         out.put("engine_died", True, [died[0].source])
     transient = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
@@ -447,27 +458,27 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
 
 def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -> None:
     oom = failure if failure is not None and failure.kind == "cuda_oom" else None
-    check = failure if failure is not None and failure.kind == "free_memory_low" else None
+    check = failure if failure is not None and failure.kind in ("free_memory_low", "kv_memory_low") else None
     put_field = _field_putter(out, events)
     # The failure's own figures first: they describe the moment it broke.
     for source in (oom, check):
         if source is None:
             continue
         for key in ("gpu_total_gib", "free_gib", "requested_gib", "tried_to_allocate_gib", "this_process_gib",
-                    "allocated_gib", "private_pool_gib", "gpu_memory_utilization"):
+                    "allocated_gib", "private_pool_gib", "gpu_memory_utilization", "kv_requested_gib"):
             if key in source.fields:
                 out.put(key, source.fields[key], [source.source])
     for key, how in (("gpu_total_gib", "first"), ("weights_gib", "max"), ("activation_gib", "max"),
                      ("non_torch_gib", "max"), ("cuda_graph_gib", "max"), ("kv_cache_gib", "min"),
                      ("max_concurrency", "min"), ("kv_needed_gib", "first"), ("estimated_max_model_len", "first"),
                      ("budget_gib", "first"), ("free_gib", "first"), ("requested_gib", "first"),
-                     ("tried_to_allocate_gib", "first")):
+                     ("tried_to_allocate_gib", "first"), ("checkpoint_gib", "max")):
         put_field(key, key, how)
     put_field("cuda_graph_estimate_gib", "cuda_graph_estimate_gib", "max")
     _graph_profiling(out, events)
     _kv_tokens(out, events)
     _budget(out)
-    if check is not None:
+    if check is not None and check.kind == "free_memory_low":
         total, free = check.fields.get("gpu_total_gib"), check.fields.get("free_gib")
         if total is not None and free is not None:
             out.put("other_processes_gib", max(0.0, total - free), [check.source],

@@ -257,10 +257,13 @@ def command_line(diagnosis: Diagnosis) -> str | None:
     if fix is None:
         return None
     model = diagnosis.facts["model"].value if "model" in diagnosis.facts else "<model>"
-    parts = ["vllm", "serve", str(model)]
+    env, parts = [], ["vllm", "serve", str(model)]
     for flag, value in ((fix.flag, fix.value), *fix.also_set.items()):
-        parts.append(flag if value is True else f"{flag} {value}")
-    return " ".join(parts)
+        if not flag.startswith("-"):            # an environment variable, e.g. VLLM_CPU_KVCACHE_SPACE
+            env.append(f"{flag}={value}")
+        else:
+            parts.append(flag if value is True else f"{flag} {value}")
+    return " ".join(env + parts)
 
 
 MAX_TIMELINE_POINTS = 400

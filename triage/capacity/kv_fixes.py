@@ -47,7 +47,7 @@ def max_model_len_that_fits(facts: Facts) -> list[Fix]:
 def utilization_for_max_model_len(facts: Facts) -> list[Fix]:
     """The smallest --gpu-memory-utilization whose budget fits the requested --max-model-len (plus 1 % of the GPU)."""
     requested = value_of(facts, "max_model_len")
-    if not requested:
+    if not requested or value_of(facts, "platform") == "cpu":   # the CPU's KV size is set, not a share: cpu_fixes
         return []
     g = geometry(facts)
     total = g.total_gib.value if g.total_gib else None
@@ -150,7 +150,8 @@ def more_kv_for_preemption(facts: Facts) -> list[Fix]:
     """More KV cache: higher utilization, FP8 KV cache, more tensor-parallel GPUs."""
     util = value_of(facts, "gpu_memory_utilization")
     fixes = []
-    if util is not None and util < MAX_PRACTICAL_UTILIZATION - 0.01:
+    on_gpu = value_of(facts, "platform") != "cpu"      # the CPU's KV size is set, not a share: cpu_fixes
+    if on_gpu and util is not None and util < MAX_PRACTICAL_UTILIZATION - 0.01:
         value = min(MAX_PRACTICAL_UTILIZATION, floor2(util + 0.05))
         now, p = outcome(facts), outcome(facts, gpu_memory_utilization=value)
         gain = f": about {p.kv_tokens} KV tokens instead of {now.kv_tokens}" if p.kv_tokens and now.kv_tokens else ""

@@ -124,6 +124,11 @@ def free_other_processes(facts: Facts) -> list[Fix]:
     """Stop or move the other processes holding GPU memory."""
     others = value_of(facts, "other_processes_gib") or value_of(facts, "gpu_memory_beyond_budget_gib")
     held = f" holding {others:.2f} GiB" if others and others > 0 else ""
+    if value_of(facts, "platform") == "cpu":
+        return [Fix(action=f"Stop or move the other process(es){held} on this host",
+                    why="find them with `ps -eo pid,rss,comm --sort=-rss | head` and the NUMA node's use with "
+                        "`numastat -m`; in Kubernetes, check the pod's memory limit and its neighbours",
+                    computed_from=("other_processes_gib", "free_gib"), reference=DOCS_TROUBLESHOOTING)]
     return [Fix(action=f"Stop or move the other process(es){held} on this GPU",
                 why="find them with `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv`; "
                     "in Kubernetes, check for another pod scheduled on the same GPU",
