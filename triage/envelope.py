@@ -54,7 +54,7 @@ _GLUED = re.compile(
 # Lines that begin a record of their own, as opposed to the tail of a line a terminal wrapped.
 _RECORD_START = re.compile(
     r"^(?:\s\s|\t|Traceback |During handling|The above exception|[\w.]+(?:Error|Exception|Warning|Exit)\b"
-    r"|Process \w+:|INFO|WARNING|ERROR|DEBUG|CRITICAL|\[|\(|#|$)")
+    r"|Process \w+:|INFO|WARNING|ERROR|DEBUG|CRITICAL|\[|\([^()]*?pid=\d|#|$)")
 
 
 @dataclass(slots=True)

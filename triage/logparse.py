@@ -151,28 +151,31 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         # cut at one fixed width (every piece but the last exactly as wide as the first).
         joined = 0
         width, segment = rec.width, rec.width
-        while joined < MAX_WRAP_JOIN and (hits or len(message) >= MIN_WRAP_CANDIDATE):
+        # Two readings of a wrapped record: a terminal cuts a line anywhere (join as is), a ticket re-flows
+        # it at a space it then drops (join with a space). Both are followed; the stronger one is kept.
+        spaced, spaced_hits, spaced_text, reflowed = message, hits, rec.text, False
+        while joined < MAX_WRAP_JOIN and (hits or spaced_hits or len(message) >= MIN_WRAP_CANDIDATE):
             nxt = peek()
             if nxt is None or nxt.line != last_line + 1 or not nxt.continues_previous:
                 break
             fixed_width = (rec.vllm_prefix and width >= MIN_WRAP_CANDIDATE and segment == width
                            and (joined > 0 or nxt.width == width))
-            # A terminal cuts a line anywhere; a ticket re-flows it at a space it then drops.
-            glue = "" if fixed_width or message[-1:].isspace() or nxt.message[:1].isspace() else " "
             candidate = message + nxt.message
             new_hits = signatures.match(candidate)
-            if glue:
-                spaced_hits = signatures.match(message + glue + nxt.message)
-                if _strength(spaced_hits) > _strength(new_hits):
-                    candidate, new_hits = message + glue + nxt.message, spaced_hits
-                else:
-                    glue = ""
-            if not (fixed_width or _spans_boundary(new_hits, len(message)) or _more_fields(new_hits, hits)):
+            glue = "" if fixed_width or spaced[-1:].isspace() or nxt.message[:1].isspace() else " "
+            spaced_candidate = spaced + glue + nxt.message
+            new_spaced_hits = signatures.match(spaced_candidate) if glue else new_hits
+            if not (fixed_width or _spans_boundary(new_hits, len(message)) or _more_fields(new_hits, hits)
+                    or _spans_boundary(new_spaced_hits, len(spaced)) or _more_fields(new_spaced_hits, spaced_hits)):
                 break
             next_record()
             message, hits, last_line, segment = candidate, new_hits, nxt.line, nxt.width
-            rec.text = rec.text + glue + nxt.text
+            spaced, spaced_hits = spaced_candidate, new_spaced_hits
+            spaced_text, rec.text = spaced_text + glue + nxt.text, rec.text + nxt.text
+            reflowed = reflowed or bool(glue)
             joined += 1
+        if reflowed and _strength(spaced_hits) >= _strength(hits):
+            message, hits, rec.text = spaced, spaced_hits, spaced_text
         proc_key = rec.process
         traceback_body = False
         if not hits and in_traceback.get(proc_key) and _TRACEBACK_BODY.match(message):
