@@ -353,10 +353,10 @@ def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEv
     """The failure that explains the attempt: the first specific one (memory first when several are
     on one line), else the first unexplained exception, else a bare "the engine died"."""
     stop = next((e.seq for e in events if e.kind == "shutdown"), None)
-    # Once the server is told to stop, its teardown raises errors (EngineDeadError, a cancelled output
-    # handler) that are the shutdown itself, not a failure.
+    # Once the server is told to stop, its teardown raises generic errors (EngineDeadError, a cancelled
+    # output handler) that are the shutdown itself; a specific failure (an OOM) still counts.
     failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
-               and (stop is None or e.seq < stop)]
+               and (stop is None or e.seq < stop or sig.failure not in GENERIC_FAILURES)]
     fatal = [e for e in failing if not _recovered(e, events, signatures)]
 
     def failure_of(e: LogEvent) -> str:
