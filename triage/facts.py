@@ -149,7 +149,7 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
 _CONFIG_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
                 "max_num_seqs", "max_num_batched_tokens", "dtype", "quantization", "kv_cache_dtype",
                 "enforce_eager", "enable_prefix_caching", "block_size", "vllm_version", "platform")
-_KIND_TRUST = {"kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2, "max_concurrency": 2, "args": 3,
+_KIND_TRUST = {"auto_fit": 0, "kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2, "max_concurrency": 2, "args": 3,
                "engine_config": 4, "memory_profile": 5, "free_memory_low": 5, "memory_usage": 5, "version": 6,
                "model_name": 6, "load_start": 7, "long_context_warning": 8}
 _NONE_STRINGS = frozenset({"None", "none", "", "null"})

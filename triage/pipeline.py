@@ -54,7 +54,7 @@ def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent]
     return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full)
 
 
-_SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "model_name", "load_start"})
+_SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit", "model_name", "load_start"})
 
 
 @dataclass
