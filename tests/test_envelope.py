@@ -33,8 +33,15 @@ def one(line: str):
     "^[[32mINFO^[[0m 09-30 10:01:12 [gpu_model_runner.py:2007] " + MESSAGE,        # caret remnants
     "[32mINFO[0m 09-30 10:01:12 [gpu_model_runner.py:2007] " + MESSAGE,           # bare remnants
     "[2026-03-01T10:00:00.123Z] 2025-07-07T15:19:48.123Z " + LINE,               # stacked
+    "[INFO ] PyProcess - W-174-model-stdout: " + LINE,                            # DJL Serving
+    "2024-01-15 09:12:31 | INFO | stdout | " + LINE,                              # FastChat worker
+    "[Stage-1] " + LINE,                                                          # a framework's own tag
+    "(WorkerDict pid=19114, ip=10.1.4.21) " + LINE + " [repeated 7x across cluster]",  # Ray log dedup
+    "INFO:vllm.worker.model_runner:" + MESSAGE,                                   # host logging.basicConfig
+    "2024-06-12 10:02:48,118 - vllm.worker.model_runner - INFO - " + MESSAGE,     # host logging format
 ], ids=["plain", "kubectl", "cri", "compose", "ci-ts", "ci-gutter", "collector", "syslog", "docker-json",
-        "loki-message", "json-msg", "ansi", "caret", "bare", "stacked"])
+        "loki-message", "json-msg", "ansi", "caret", "bare", "stacked", "djl", "fastchat", "tag", "ray-dedup",
+        "host-basic", "host-format"])
 def test_wrappers_are_stripped(wrapped):
     rec = one(wrapped)
     assert rec.message == MESSAGE

@@ -289,7 +289,7 @@ def test_ticket_formats_carry_the_on_call_context(tmp_path, fmt):
     text = parse(out).text() if fmt == "html" else out
     assert code == 1
     assert "severity warning" in text.replace(":", "")
-    assert "Window: 2026-05-11 14:03:00 to 2026-05-11 14:06:00: 18 of 77 recognised log records inside" in text
+    assert "Window: 2026-05-11 14:03:00 to 2026-05-11 14:06:00: 18 of 79 recognised log records inside" in text
     assert re.search(r"SUPPRESSED\W+preemption-observed\W+→ preemption_slowdown", text)
     assert "accepted: nightly batch" in text and ".vtriage.toml:2" in text and "until 2999-01-01" in text
     assert re.search(r"Did not fire: \W*oom-unplaced\W+\(\W*--ignore", text)

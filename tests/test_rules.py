@@ -106,9 +106,9 @@ def test_id_must_match_file_name(tmp_path):
 
 def test_unknown_operator(tmp_path):
     folder = _rules_copy(tmp_path)
-    path = folder / "oom.toml"
+    path = folder / "no-cache-blocks.toml"
     path.write_text(path.read_text().replace('op = "=="', 'op = "equals"', 1))
-    _expect_error(folder, "oom.toml", "when.op", "equals")
+    _expect_error(folder, "no-cache-blocks.toml", "when.op", "equals")
 
 
 def test_unknown_fix_name(tmp_path):
@@ -142,10 +142,10 @@ def test_invalid_toml_says_where(tmp_path):
 
 def test_comparison_on_text_fact_is_rejected(tmp_path):
     folder = _rules_copy(tmp_path)
-    path = folder / "oom.toml"
-    path.write_text(path.read_text().replace('{ fact = "failure_kind", op = "==", value = "cuda_oom" }',
+    path = folder / "no-cache-blocks.toml"
+    path.write_text(path.read_text().replace('{ fact = "failure_kind", op = "==", value = "no_cache_blocks" }',
                                              '{ fact = "failure_kind", op = ">", value = 3 }'))
-    _expect_error(folder, "oom.toml", "when.op", "failure_kind is str")
+    _expect_error(folder, "no-cache-blocks.toml", "when.op", "failure_kind is str")
 
 
 def test_missing_class_file(tmp_path):

@@ -24,11 +24,12 @@ def test_selftest_passes_and_prints_the_table():
     result = run_cli("selftest")
     out = result.stdout.decode()
     assert result.returncode == 0, out
-    assert re.search(r"^verdict\s+v0-old\s+v0-late\s+v1$", out, re.M)
+    generations = ("v0-old", "v0-late", "v1", "cpu")
+    assert re.search(r"^verdict\s+" + r"\s+".join(generations) + "$", out, re.M)
     for verdict in VERDICTS:
         counts = [sum(1 for e in MANIFEST if e["verdict"] == verdict and e["file"].startswith(f"{g}/"))
-                  for g in ("v0-old", "v0-late", "v1")]
-        cells = r"\s+".join(f"pass {n}/{n}" for n in counts)
+                  for g in generations]
+        cells = r"\s+".join(f"pass {n}/{n}" if n else "-" for n in counts)
         assert re.search(rf"^{verdict}\s+{cells}$", out, re.M), verdict
     assert out.rstrip().endswith(f"All {len(MANIFEST)} passed.")
 

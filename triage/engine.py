@@ -147,7 +147,7 @@ def _finding(node: Node, facts: Mapping[str, Fact], path: tuple[Node, ...]) -> F
     return Finding(
         rule_id=node.id, title=fill(node.title, facts), verdict=node.verdict, confidence=node.confidence,
         summary=fill(node.summary, facts), why=fill(node.why, facts), references=node.references,
-        facts=names, evidence=refs, path=tuple(n.id for n in path))
+        facts=names, evidence=refs, path=tuple(n.id for n in path), settle=fill(node.settle, facts))
 
 
 def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: Trace,

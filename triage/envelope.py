@@ -25,6 +25,8 @@ _OUTER = (
     re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s?(?P<rest>.*)$", re.S),           # docker-compose
     re.compile(r"^ {0,4}\| (?P<rest>.*)$", re.S),                                     # CI: "  | text"
     re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [\w./-]+(?:\[\d+\])?: (?P<rest>.*)$", re.S),  # syslog
+    re.compile(r"^\[(?:INFO|WARN|ERROR|DEBUG) ?\] PyProcess - W-\S+?-(?:stdout|stderr): (?P<rest>.*)$", re.S),  # DJL Serving
+    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| (?:stdout|stderr|[\w.]+) \| (?P<rest>.*)$", re.S),  # FastChat
 )
 _JSON_TEXT_KEYS = ("log", "message", "msg", "MESSAGE", "line")
 _JSON_TIME_KEYS = ("time", "timestamp", "ts", "@timestamp", "asctime")
@@ -37,13 +39,22 @@ _LOGGER = re.compile(
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<date>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,]\d+)? "
     r"\[?(?P<file>[^\]\s]+?):(?P<lineno>\d+)\] ?")
 _UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+# vLLM's loggers under a host program's logging config (VLLM_CONFIGURE_LOGGING=0, frameworks that own logging):
+# "INFO:vllm.worker.worker:msg" (basicConfig) and "- vllm.engine.llm_engine - INFO - msg" (its time stripped).
+_HOST_LOGGING = re.compile(r"(?:(?P<level1>DEBUG|INFO|WARNING|ERROR|CRITICAL):vllm[\w.]*:|-?\s*vllm[\w.]*\s+-\s+"
+                           r"(?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+-\s+)")
+# vLLM's own record behind a wrapper vtriage does not know ("[Stage-1] INFO 05-01 ...", a framework's tag).
+_EMBEDDED_RECORD = re.compile(r"(?:\([^()]*?pid=\d+[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,]")
+EMBEDDED_WINDOW = 200    # a wrapper's tag is short: look no further for vLLM's prefix
+# Ray's log deduplication appends this to a line several actors printed alike.
+_RAY_REPEATED = re.compile(r"\s*\[repeated (?P<times>\d+)x across cluster\]\s*$")
 # A logger record glued onto the end of something else (a tqdm bar, another record) with no newline.
 _GLUED = re.compile(
     r"(?<=\S)(?=(?:\([^()]*?pid=\d+[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,])")
 # Lines that begin a record of their own, as opposed to the tail of a line a terminal wrapped.
 _RECORD_START = re.compile(
     r"^(?:\s\s|\t|Traceback |During handling|The above exception|[\w.]+(?:Error|Exception|Warning|Exit)\b"
-    r"|Process \w+:|INFO|WARNING|ERROR|DEBUG|CRITICAL|\[|\(|#|$)")
+    r"|Process \w+:|INFO|WARNING|ERROR|DEBUG|CRITICAL|\[|\([^()]*?pid=\d|#|$)")
 
 
 @dataclass(slots=True)
@@ -59,6 +70,7 @@ class Record:
     vllm_prefix: bool        # carried vLLM's logger prefix
     prefixed: bool           # carried any prefix at all (so it starts a record)
     width: int = 0           # characters on its physical line, as a terminal shows it (for wrap detection)
+    repeated: int = 0        # Ray's "[repeated Nx across cluster]": N more actors printed this line
     wall_time: str | None = None   # the collector's own time (kubectl/docker ISO, syslog), which may carry a year
 
     @property
@@ -145,6 +157,10 @@ def _may_hold_glued_record(piece: str) -> bool:
     return False
 
 
+def _holds_level_word(window: str) -> bool:
+    return any(word in window for word in _LEVEL_WORDS)
+
+
 def _split_segments(text: str) -> list[str]:
     """tqdm rewrites a line with \\r; records get glued onto bars. One piece per record."""
     pieces = [p for p in text.split("\r") if p.strip()] if "\r" in text else [text]
@@ -184,12 +200,23 @@ def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, p
     if m:
         level, timestamp, vllm_prefix, prefixed = m["level"], f"{m['date']} {m['time']}", True, True
         pos = m.end()
-    else:
-        m = _UVICORN.match(text, pos)
-        if m:
-            level, prefixed = m["level"], True
-            pos = m.end()
-    return Record(line=line, text=text, message=text[pos:], process=process, level=level,
+    elif m := _UVICORN.match(text, pos):
+        level, prefixed = m["level"], True
+        pos = m.end()
+    elif m := _HOST_LOGGING.match(text, pos):
+        level, prefixed, vllm_prefix = m["level1"] or m["level2"], True, True
+        pos = m.end()
+    elif not names and pos == 0 and _holds_level_word(text[:EMBEDDED_WINDOW]):
+        inner = _EMBEDDED_RECORD.search(text, 1, EMBEDDED_WINDOW)
+        if inner is not None:
+            record = _parse_prefixes(text[inner.start():], line, when, level, process, True, width)
+            record.text = text
+            return record
+    message = text[pos:]
+    repeated = 0
+    if message.endswith("across cluster]") and (m := _RAY_REPEATED.search(message)):
+        message, repeated = message[:m.start()], int(m["times"])
+    return Record(line=line, text=text, message=message, process=process, level=level, repeated=repeated,
                   timestamp=timestamp or when, vllm_prefix=vllm_prefix, prefixed=prefixed, width=width,
                   wall_time=when)
 

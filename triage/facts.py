@@ -11,15 +11,22 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import re
 
-from .model import PHASE_RANK, PHASES, Fact, LogEvent, SourceRef
+from .model import KV_SATURATED, PHASE_RANK, PHASES, Fact, LogEvent, SourceRef
 from .signatures import SignatureSet
 
-MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low",
+MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low", "kv_memory_low",
                              "memory_profiling_error"})
-GENERIC_FAILURES = frozenset({"exception", "engine_died"})
+# Failures that say something broke but not what: a specific failure on any line explains them.
+GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died"})
 SELF_MATCH_GIB = 1.5        # torch's "Process N has X" is vLLM itself when X ~ its own allocations
+CUDA_CONTEXT_GIB = 1.0      # a process's CUDA context and libraries, outside torch's allocator (0.3-1 GiB)
 DEFAULT_BLOCK_SIZE = 16
 MAX_EVIDENCE = 4
+# Event kinds that show an engine serving requests, and how to say so.
+_SERVING_KINDS: Mapping[str, str] = {
+    "stats": "it printed periodic stats", "preemption": "it preempted a request",
+    "serving_progress": "it was processing prompts",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +58,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("enforce_eager", bool, None, "CUDA graphs disabled."),
     _spec("enable_prefix_caching", bool, None, "Prefix caching enabled."),
     _spec("block_size", int, "tokens", "KV cache block size."),
+    _spec("platform", str, None, "Device vLLM runs on: cuda, rocm, xpu, tpu or cpu (host RAM is the device memory)."),
+    _spec("profile_batch_tokens", int, "tokens", "Tokens in the profiling run's one batch (max_num_batched_tokens; V0 without chunked prefill: max(max_model_len, 2048))."),
     # Memory at startup
     _spec("gpu_total_gib", float, "GiB", "Total memory of the GPU as torch or vLLM reports it."),
     _spec("budget_gib", float, "GiB", "gpu_memory_utilization x total: what vLLM may use."),
@@ -69,6 +78,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("kv_needed_gib", float, "GiB", "KV cache one max-length request needs (from vLLM's error)."),
     _spec("estimated_max_model_len", int, "tokens", "vLLM's own estimate of the longest length that fits."),
     _spec("kv_cache_sized", bool, None, "The KV cache was sized without error."),
+    _spec("kv_requested_gib", float, "GiB", "KV cache memory asked for (CPU: VLLM_CPU_KVCACHE_SPACE, --kv-cache-memory-bytes, or what the utilization leaves)."),
+    _spec("checkpoint_gib", float, "GiB", "Size of the model's checkpoint files (vLLM 0.30+ prints it while loading)."),
     # Memory at failure
     _spec("free_gib", float, "GiB", "Free GPU memory at the failure (startup check or torch OOM)."),
     _spec("requested_gib", float, "GiB", "Memory vLLM asked for at startup (utilization x total)."),
@@ -83,11 +94,13 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     # Failure
     _spec("failure_kind", str, None, "What failed first: cuda_oom, kv_too_small, nccl_error, ..."),
     _spec("failed_phase", str, None, "Startup phase the failure happened in: " + ", ".join(PHASES) + "."),
+    _spec("failed_function", str, None, "The vLLM function (traceback frame or worker method) the failure happened in."),
     _spec("reached_phase", str, None, "Furthest startup phase the log shows."),
     _spec("failure_message", str, None, "The root failure's line."),
     _spec("failing_process", str, None, "The process (rank) whose error is the root failure."),
     _spec("failing_processes", int, "processes", "Processes (TP ranks) that reported the failure."),
     _spec("engine_died", bool, None, "The engine or a worker died."),
+    _spec("shut_down", bool, None, "The server was asked to stop (SIGTERM, Ctrl-C): what follows is its teardown."),
     _spec("transient_errors", int, "lines", "Errors the server recovered from (it kept serving)."),
     # Serving
     _spec("server_up", bool, None, "The API server or engine finished starting."),
@@ -95,6 +108,9 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("kv_cache_usage_max", float, "ratio", "Highest KV cache usage in stats lines or metrics."),
     _spec("kv_cache_usage_mean", float, "ratio", "Mean KV cache usage over stats lines or metrics."),
     _spec("saturated_intervals", int, "intervals", "Stats intervals with KV usage >= 95 %."),
+    _spec("saturated_queue_intervals", int, "intervals", "Stats intervals with KV usage >= 95 % and requests waiting or swapped."),
+    _spec("saturated_queue_share", float, "ratio", "Share of the stats intervals with KV usage >= 95 % and requests waiting or swapped."),
+    _spec("stalled_intervals", int, "intervals", "Stats intervals at the end of the log with requests waiting, none running and the KV cache empty."),
     _spec("waiting_max", int, "requests", "Largest waiting (pending) queue."),
     _spec("running_max", int, "requests", "Most requests running at once."),
     _spec("running_at_saturation", int, "requests", "Requests running while the KV cache was >= 95 % full."),
@@ -106,6 +122,7 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("serving_minutes", float, "minutes", "Length of the serving window the log covers."),
     _spec("vllm_lines", int, "lines", "Lines that are vLLM output."),
     # From /metrics (saved snapshots, a live scrape or a Prometheus range): see docs/metrics.md
+    _spec("metrics_declared_only", int, "metrics", "vLLM metrics the /metrics text declares (# HELP/# TYPE) while it holds no sample."),
     _spec("metrics_snapshots", int, "snapshots", "Scrapes of the metrics read (snapshots, live samples or query steps)."),
     _spec("metrics_window_seconds", float, "seconds", "Time the metrics scrapes span."),
     _spec("saturated_seconds", float, "seconds", "Time the KV cache spent at >= 95 % usage in the metrics window."),
@@ -136,8 +153,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
 # Config keys read straight from events, with the event kinds to trust first.
 _CONFIG_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
                 "max_num_seqs", "max_num_batched_tokens", "dtype", "quantization", "kv_cache_dtype",
-                "enforce_eager", "enable_prefix_caching", "block_size", "vllm_version")
-_KIND_TRUST = {"kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2, "max_concurrency": 2, "args": 3,
+                "enforce_eager", "enable_prefix_caching", "block_size", "vllm_version", "platform")
+_KIND_TRUST = {"auto_fit": 0, "kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2, "max_concurrency": 2, "args": 3,
                "engine_config": 4, "memory_profile": 5, "free_memory_low": 5, "memory_usage": 5, "version": 6,
                "model_name": 6, "load_start": 7, "long_context_warning": 8}
 _NONE_STRINGS = frozenset({"None", "none", "", "null"})
@@ -206,6 +223,7 @@ def extract_facts(events: Sequence[LogEvent], signatures: SignatureSet,
     out = _Facts()
     _settings(out, events, earlier)
     _engine(out, events)
+    _profile_batch(out, events)
     failure = _root_failure(events, signatures)
     _failure_facts(out, events, signatures, failure)
     _memory(out, events, failure)
@@ -222,6 +240,7 @@ def _settings(out: _Facts, events: Sequence[LogEvent], earlier: Sequence[LogEven
                 break
     _default_utilization(out, events)
     _tensor_parallel_from_ranks(out, events)
+    _platform_from_kv_device(out, events)
 
 
 def _default_utilization(out: _Facts, events: Sequence[LogEvent]) -> None:
@@ -246,6 +265,47 @@ def _tensor_parallel_from_ranks(out: _Facts, events: Sequence[LogEvent]) -> None
     if len(ranks) > 1:
         out.put("tensor_parallel_size", len(ranks), [e.source for e in loaded],
                 f"inferred: {len(ranks)} processes each printed their own weights-loaded line")
+
+
+_KV_DEVICE_PLATFORM = {"CPU": "cpu", "XPU": "xpu", "TPU": "tpu", "HPU": "hpu"}
+_OOM_DEVICE_PLATFORM = {"HIP": "rocm", "XPU": "xpu", "CUDA": "cuda"}
+
+
+def _platform_from_kv_device(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """V1 names the KV cache's device ("CPU KV cache size: ..."), torch its own in an OOM ("HIP out of
+    memory"): the platform when nothing else said."""
+    if "platform" in out.facts:
+        return
+    sized = next((e for e in events if e.fields.get("device") in _KV_DEVICE_PLATFORM), None)
+    if sized is not None:
+        out.put("platform", _KV_DEVICE_PLATFORM[sized.fields["device"]], [sized.source],
+                f"the KV cache is on the {sized.fields['device']}")
+        return
+    oom = next((e for e in events if e.fields.get("oom_device") in _OOM_DEVICE_PLATFORM), None)
+    if oom is not None:
+        out.put("platform", _OOM_DEVICE_PLATFORM[oom.fields["oom_device"]], [oom.source],
+                f"torch's out-of-memory error names the {oom.fields['oom_device']} device")
+
+
+def _profile_batch(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """The profiling run processes one batch of max_num_batched_tokens. V0 without chunked prefill sets
+    that to max(max_model_len, 2048); chunked prefill is on by default for max_model_len > 32K from 0.5.3."""
+    if "max_num_batched_tokens" in out.facts:
+        fact = out.facts["max_num_batched_tokens"]
+        out.put("profile_batch_tokens", fact.value, fact.evidence)
+        return
+    max_len, version = out.value("max_model_len"), _version_tuple(out.value("vllm_version"))
+    if max_len is None or out.value("engine") == "v1" or (version is not None and version >= (0, 8)):
+        return
+    chunked = next((e for e in events if "chunked_prefill" in e.fields), None)
+    if chunked is not None and chunked.fields["chunked_prefill"] is False:
+        why, refs = "chunked prefill is off", [chunked.source]
+    elif chunked is None and version is not None and version < (0, 5, 3):
+        why, refs = f"vLLM {out.value('vllm_version')} has no chunked prefill by default", list(out.facts["vllm_version"].evidence)
+    else:
+        return
+    out.put("profile_batch_tokens", max(max_len, 2048), list(out.facts["max_model_len"].evidence) + refs,
+            f"{why}, so one batch is max(max_model_len, 2048) tokens")
 
 
 def _engine(out: _Facts, events: Sequence[LogEvent]) -> None:
@@ -274,20 +334,35 @@ def _engine(out: _Facts, events: Sequence[LogEvent]) -> None:
 
 # --- the failure --------------------------------------------------------------------------------
 
-def _recovered(event: LogEvent, events: Sequence[LogEvent]) -> bool:
-    """The server kept going after this error: it started, or went on serving, and did not die."""
-    later = [e for e in events if e.seq > event.seq]
+def _recovered(event: LogEvent, events: Sequence[LogEvent], signatures: SignatureSet) -> bool:
+    """The server kept going after this error: it started, or went on serving, and did not die.
+    A traceback whose type is not shown also counts as survived when its own process went on to a
+    later startup phase (a warning printed with its stack, not a crash)."""
+    stop = next((e.seq for e in events if e.kind == "shutdown" and e.seq > event.seq), None)
+    later = [e for e in events if e.seq > event.seq and (stop is None or e.seq < stop)]
     if any(e.kind == "engine_died" for e in later):
         return False
     stats = sum(1 for e in later if e.kind == "stats")
-    return any(e.kind in ("server_up", "engine_ready") for e in later) or stats >= 2
+    if any(e.kind in ("server_up", "engine_ready") for e in later) or stats >= 2:
+        return True
+    if signatures.by_id[event.signature].failure != "unidentified_error":
+        return False
+    before, _ = _marker_phase(events, signatures, event.seq)
+    return any(e.process == event.process and (sig := signatures.by_id.get(e.signature)) is not None
+               and sig.phase is not None and not sig.failure and e.kind != "traceback_frame"
+               and PHASE_RANK[sig.phase] + (1 if sig.phase_done else 0) > max(before, 0)
+               for e in later)
 
 
 def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEvent | None:
     """The failure that explains the attempt: the first specific one (memory first when several are
     on one line), else the first unexplained exception, else a bare "the engine died"."""
-    failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure]
-    fatal = [e for e in failing if not _recovered(e, events)]
+    stop = next((e.seq for e in events if e.kind == "shutdown"), None)
+    # Once the server is told to stop, its teardown raises generic errors (EngineDeadError, a cancelled
+    # output handler) that are the shutdown itself; a specific failure (an OOM) still counts.
+    failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
+               and (stop is None or e.seq < stop or sig.failure not in GENERIC_FAILURES)]
+    fatal = [e for e in failing if not _recovered(e, events, signatures)]
 
     def failure_of(e: LogEvent) -> str:
         return signatures.by_id[e.signature].failure or ""
@@ -298,11 +373,11 @@ def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEv
         same_line = [e for e in specific if (e.source.path, e.source.line) == first_line[:2]]
         same_line.sort(key=lambda e: (failure_of(e) not in MEMORY_FAILURES, e.seq))
         return same_line[0]
-    exceptions = [e for e in fatal if failure_of(e) == "exception"]
-    if exceptions:
-        return exceptions[0]
-    died = [e for e in fatal if failure_of(e) == "engine_died"]
-    return died[0] if died else None
+    for generic in ("exception", "unidentified_error", "engine_died"):
+        found = [e for e in fatal if failure_of(e) == generic]
+        if found:
+            return found[0]
+    return None
 
 
 def _marker_phase(events: Sequence[LogEvent], signatures: SignatureSet, upto: int | None) -> tuple[int, LogEvent | None]:
@@ -340,11 +415,15 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
     reached, reached_at = _marker_phase(events, signatures, None)
     if reached >= 0 and reached_at is not None:
         out.put("reached_phase", PHASES[reached], [reached_at.source])
-    died = [e for e in events if e.kind == "engine_died"]
+    stop = next((e for e in events if e.kind == "shutdown"), None)
+    if stop is not None:
+        out.put("shut_down", True, [stop.source], "the server was asked to stop; errors after this are its teardown")
+    died = [e for e in events if e.kind == "engine_died" and (stop is None or e.seq < stop.seq)]
     if died:
         out.put("engine_died", True, [died[0].source])
     transient = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
-                 and e is not failure and _recovered(e, events)]
+                 and sig.failure != "unidentified_error"      # a traceback's own error line is counted
+                 and e is not failure and _recovered(e, events, signatures)]
     if transient:
         out.put("transient_errors", len(transient), [e.source for e in transient])
     if failure is None:
@@ -363,11 +442,20 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
     if frame_rank >= 0 and (frame_rank >= marker_rank or marker_rank < PHASE_RANK["serving"]):
         phase, why = frame_rank, [frame.source, failure.source]
         note = f"from the traceback: {frame.fields.get('func', 'a frame')} is part of {PHASES[frame_rank].replace('_', ' ')}"
+        if frame.fields.get("func"):
+            out.put("failed_function", frame.fields["func"], [frame.source])
     elif marker_rank >= 0:
         phase, why = marker_rank, [marker.source, failure.source]
-        note = "from the last startup line before the failure"
+        marker_sig = signatures.by_id[marker.signature]
+        if marker_sig.phase_done and marker_sig.phase != PHASES[marker_rank]:
+            note = (f"the last startup line before the failure ends {str(marker_sig.phase).replace('_', ' ')}, "
+                    f"so it failed in the next phase")
+        else:
+            note = "from the last startup line before the failure"
     else:
         return
+    if "failed_function" not in out.facts and failure.fields.get("method"):
+        out.put("failed_function", failure.fields["method"], [failure.source])
     out.put("failed_phase", PHASES[phase], why, note)
 
 
@@ -375,33 +463,34 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
 
 def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -> None:
     oom = failure if failure is not None and failure.kind == "cuda_oom" else None
-    check = failure if failure is not None and failure.kind == "free_memory_low" else None
+    check = failure if failure is not None and failure.kind in ("free_memory_low", "kv_memory_low") else None
     put_field = _field_putter(out, events)
     # The failure's own figures first: they describe the moment it broke.
     for source in (oom, check):
         if source is None:
             continue
         for key in ("gpu_total_gib", "free_gib", "requested_gib", "tried_to_allocate_gib", "this_process_gib",
-                    "allocated_gib", "private_pool_gib", "gpu_memory_utilization"):
+                    "allocated_gib", "private_pool_gib", "gpu_memory_utilization", "kv_requested_gib"):
             if key in source.fields:
                 out.put(key, source.fields[key], [source.source])
     for key, how in (("gpu_total_gib", "first"), ("weights_gib", "max"), ("activation_gib", "max"),
                      ("non_torch_gib", "max"), ("cuda_graph_gib", "max"), ("kv_cache_gib", "min"),
                      ("max_concurrency", "min"), ("kv_needed_gib", "first"), ("estimated_max_model_len", "first"),
                      ("budget_gib", "first"), ("free_gib", "first"), ("requested_gib", "first"),
-                     ("tried_to_allocate_gib", "first")):
+                     ("tried_to_allocate_gib", "first"), ("checkpoint_gib", "max")):
         put_field(key, key, how)
     put_field("cuda_graph_estimate_gib", "cuda_graph_estimate_gib", "max")
     _graph_profiling(out, events)
     _kv_tokens(out, events)
     _budget(out)
-    if check is not None:
+    if check is not None and check.kind == "free_memory_low":
         total, free = check.fields.get("gpu_total_gib"), check.fields.get("free_gib")
         if total is not None and free is not None:
             out.put("other_processes_gib", max(0.0, total - free), [check.source],
                     "total minus free at startup, before vLLM allocated anything")
     elif oom is not None:
         _other_processes_from_oom(out, oom)
+        _outside_torch_from_old_oom(out, oom)
     this = out.value("this_process_gib")
     total = out.value("gpu_total_gib")
     if this is not None and total:
@@ -499,11 +588,32 @@ def _other_processes_from_oom(out: _Facts, oom: LogEvent) -> None:
         if own is not None:
             out.put("this_process_gib", own, [oom.source], note)
     others = sum(usages)
-    out.put("other_processes_gib", others, [oom.source], note or (
-        f"{len(usages)} other process(es) named in the OOM text" if usages else "the OOM text names no other process"))
+    why = note or (f"{len(usages)} other process(es) named in the OOM text" if usages else "the OOM text names no other process")
+    total, free = oom.fields.get("gpu_total_gib"), oom.fields.get("free_gib")
+    if own is not None and total and free is not None and total - free - own > others + SELF_MATCH_GIB:
+        # torch names other processes only when NVML lets it see them (not across containers): the
+        # card's own arithmetic still shows what they hold.
+        others = total - free - own
+        why = (f"total {total:.2f} - free {free:.2f} - this process {own:.2f} GiB: held outside this process"
+               + (f" ({len(usages)} named)" if usages else ", though the OOM text names no other process"))
+    out.put("other_processes_gib", others, [oom.source], why)
     out.put("other_processes", len(usages), [oom.source])
     if usages and len(pids) == len(usages):
         out.put("other_process_pids", ", ".join(str(p) for p in pids), [oom.source])
+
+
+def _outside_torch_from_old_oom(out: _Facts, oom: LogEvent) -> None:
+    """torch < 2.1 prints no per-process figures, only what its own allocator reserved: the rest of the
+    used memory is this process's CUDA context plus every other process."""
+    total, free, reserved = (oom.fields.get(k) for k in ("gpu_total_gib", "free_gib", "reserved_gib"))
+    if total is None or free is None or reserved is None:
+        return
+    outside = max(0.0, total - free - reserved - CUDA_CONTEXT_GIB)
+    out.put("other_processes_gib", outside, [oom.source],
+            f"total {total:.2f} - free {free:.2f} - reserved by PyTorch {reserved:.2f} - about {CUDA_CONTEXT_GIB:.0f} GiB "
+            "for this process's CUDA context (torch of this age lists no processes)")
+    out.put("this_process_gib", reserved + CUDA_CONTEXT_GIB, [oom.source],
+            f"reserved by PyTorch {reserved:.2f} GiB plus about {CUDA_CONTEXT_GIB:.0f} GiB of CUDA context")
 
 
 # --- serving ------------------------------------------------------------------------------------
@@ -527,8 +637,14 @@ def _stamp_seconds(stamp: str) -> int | None:
 def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
     up = [e for e in events if e.kind in ("server_up", "engine_ready")]
     stats = [e for e in events if e.kind == "stats"]
-    if up or stats:
-        out.put("server_up", True, [(up or stats)[0].source])
+    # An engine embedded in another program (LLM class, Ray actors) prints no server banner: a
+    # progress bar over prompts, a preemption or a stats line proves it was serving all the same.
+    working = [e for e in events if e.kind in _SERVING_KINDS]
+    if up:
+        out.put("server_up", True, [up[0].source])
+    elif working:
+        out.put("server_up", True, [working[0].source],
+                f"no start-up banner in the input, but the engine was serving: {_SERVING_KINDS[working[0].kind]}")
     if stats:
         # A stats event may stand for several intervals merged to bound memory (logparse._Bounded).
         intervals = sum(e.fields.get("intervals", 1) for e in stats)
@@ -541,9 +657,15 @@ def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
             counted = sum(e.fields.get("intervals", 1) for e in usage)
             out.put("kv_cache_usage_mean", total / counted, [usage[0].source, usage[-1].source],
                     f"mean of {counted} stats lines")
-            saturated = [e for e in usage if e.fields["kv_usage"] >= 0.95]
+            saturated = [e for e in usage if e.fields["kv_usage"] >= KV_SATURATED]
             out.put("saturated_intervals",
                     sum(e.fields.get("saturated", 1) for e in saturated), [e.source for e in saturated])
+            queued = [e for e in saturated if _queued(e.fields)]
+            queued_intervals = sum(e.fields.get("saturated_queue", 1) for e in queued)
+            refs = [e.source for e in queued] or [usage[-1].source]
+            out.put("saturated_queue_intervals", queued_intervals, refs)
+            out.put("saturated_queue_share", queued_intervals / counted, refs, f"{queued_intervals} of {counted} stats intervals")
+            _stall(out, usage)
             busy = sorted(e.fields["running"] for e in saturated if "running" in e.fields)
             if busy:
                 out.put("running_at_saturation", busy[len(busy) // 2], [saturated[0].source],
@@ -554,6 +676,29 @@ def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
                 top = max(having, key=lambda e: e.fields[key])
                 out.put(fact, top.fields[key], [top.source])
     _preemptions(out, events, stats)
+
+
+def _queued(fields: Mapping[str, Any]) -> bool:
+    return bool(fields.get("waiting") or fields.get("swapped"))
+
+
+def _stalled(fields: Mapping[str, Any]) -> bool:
+    """Requests wait, none runs, the KV cache is empty and nothing is generated: the scheduler stopped."""
+    return (fields.get("running") == 0 and bool(fields.get("waiting")) and fields.get("kv_usage", 1.0) <= 0.01
+            and not fields.get("prompt_tps") and not fields.get("generation_tps"))
+
+
+def _stall(out: _Facts, usage: Sequence[LogEvent]) -> None:
+    """The run of stalled stats intervals the log ends with (a stall the engine came out of is not one)."""
+    run: list[LogEvent] = []
+    for event in reversed(usage):
+        if not _stalled(event.fields):
+            break
+        run.append(event)
+    if run:
+        run.reverse()
+        out.put("stalled_intervals", sum(e.fields.get("intervals", 1) for e in run), [run[0].source, run[-1].source],
+                f"up to {max(e.fields['waiting'] for e in run)} requests waiting, none running, KV cache empty")
 
 
 def _preemptions(out: _Facts, events: Sequence[LogEvent], stats: Sequence[LogEvent]) -> None:
@@ -567,19 +712,30 @@ def _preemptions(out: _Facts, events: Sequence[LogEvent], stats: Sequence[LogEve
     if warnings:
         out.put("preemption_warnings", len(warnings), [w.source for w in warnings])
         counted = [w for w in warnings if "cumulative_preemptions" in w.fields]
-        if counted:
-            top = max(counted, key=lambda w: w.fields["cumulative_preemptions"])
-            low = min(counted, key=lambda w: w.fields["cumulative_preemptions"])
+        # Each engine (process) keeps its own counter: an RL job's Ray actors each run one.
+        engines: dict[str | None, list[LogEvent]] = {}
+        for w in counted:
+            engines.setdefault(w.process, []).append(w)
+        for own in engines.values():
+            top = max(own, key=lambda w: w.fields["cumulative_preemptions"])
+            low = min(own, key=lambda w: w.fields["cumulative_preemptions"])
             total += top.fields["cumulative_preemptions"]
             evidence.append(top.source)
-            notes.append("V0's cumulative counter (it logs every 50th preemption)")
             minutes = _minutes([t for t in (low.timestamp, top.timestamp) if t])
             if minutes and top is not low:
                 rates.append((top.fields["cumulative_preemptions"] - low.fields["cumulative_preemptions"], minutes))
-        else:
-            total += len(warnings)
-            evidence.extend(w.source for w in warnings)
-            notes.append("count of preemption warnings")
+        if counted:
+            notes.append("V0's cumulative counter (it logs every 50th preemption)"
+                         + (f", summed over {len(engines)} engines" if len(engines) > 1 else ""))
+        uncounted = [w for w in warnings if "cumulative_preemptions" not in w.fields]
+        if uncounted:
+            total += len(uncounted)
+            evidence.extend(w.source for w in uncounted)
+            notes.append("warnings without a counter, one preemption each at least")
+        repeats = sum(w.fields.get("repeated", 0) for w in warnings)
+        if repeats:
+            total += repeats
+            notes.append(f"{repeats} more printed by other Ray actors ('repeated across cluster'), one each at least")
         mode = warnings[-1].fields.get("preemption_mode")
         if mode:
             out.put("preemption_mode", str(mode).upper(), [warnings[-1].source])

@@ -15,7 +15,7 @@ import re
 from typing import Iterable, Iterator
 
 from .envelope import Record, records
-from .model import PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
+from .model import KV_SATURATED, PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
 from .redact import Redactor, clip
 from .signatures import Signature, SignatureSet
 
@@ -100,6 +100,12 @@ def _spans_boundary(hits, boundary: int) -> bool:
     return any(start < boundary < end for _, _, (start, end) in hits)
 
 
+def _strength(hits) -> tuple[int, int]:
+    """How much a set of matches says: specific signatures first, then the fields they pulled out."""
+    return (sum(1 for sig, _, _ in hits if not (sig.catch_all or sig.generic)),
+            sum(len(fields) for _, fields, _ in hits))
+
+
 def _more_fields(new_hits, old_hits) -> bool:
     """Signatures built from lookaheads match a zero-width span; they gain fields instead."""
     before = {sig.id: len(fields) for sig, fields, _ in old_hits}
@@ -145,20 +151,31 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         # cut at one fixed width (every piece but the last exactly as wide as the first).
         joined = 0
         width, segment = rec.width, rec.width
-        while joined < MAX_WRAP_JOIN and (hits or len(message) >= MIN_WRAP_CANDIDATE):
+        # Two readings of a wrapped record: a terminal cuts a line anywhere (join as is), a ticket re-flows
+        # it at a space it then drops (join with a space). Both are followed; the stronger one is kept.
+        spaced, spaced_hits, spaced_text, reflowed = message, hits, rec.text, False
+        while joined < MAX_WRAP_JOIN and (hits or spaced_hits or len(message) >= MIN_WRAP_CANDIDATE):
             nxt = peek()
             if nxt is None or nxt.line != last_line + 1 or not nxt.continues_previous:
                 break
-            candidate = message + nxt.message
-            new_hits = signatures.match(candidate)
             fixed_width = (rec.vllm_prefix and width >= MIN_WRAP_CANDIDATE and segment == width
                            and (joined > 0 or nxt.width == width))
-            if not (fixed_width or _spans_boundary(new_hits, len(message)) or _more_fields(new_hits, hits)):
+            candidate = message + nxt.message
+            new_hits = signatures.match(candidate)
+            glue = "" if fixed_width or spaced[-1:].isspace() or nxt.message[:1].isspace() else " "
+            spaced_candidate = spaced + glue + nxt.message
+            new_spaced_hits = signatures.match(spaced_candidate) if glue else new_hits
+            if not (fixed_width or _spans_boundary(new_hits, len(message)) or _more_fields(new_hits, hits)
+                    or _spans_boundary(new_spaced_hits, len(spaced)) or _more_fields(new_spaced_hits, spaced_hits)):
                 break
             next_record()
             message, hits, last_line, segment = candidate, new_hits, nxt.line, nxt.width
-            rec.text = rec.text + nxt.text
+            spaced, spaced_hits = spaced_candidate, new_spaced_hits
+            spaced_text, rec.text = spaced_text + glue + nxt.text, rec.text + nxt.text
+            reflowed = reflowed or bool(glue)
             joined += 1
+        if reflowed and _strength(spaced_hits) >= _strength(hits):
+            message, hits, rec.text = spaced, spaced_hits, spaced_text
         proc_key = rec.process
         traceback_body = False
         if not hits and in_traceback.get(proc_key) and _TRACEBACK_BODY.match(message):
@@ -181,6 +198,8 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             for sig, fields, (start, end) in hits:
                 text, span = clip(redacted, (to_redacted(start + offset), to_redacted(end + offset)),
                                   MAX_EVIDENCE_CHARS)
+                if rec.repeated:
+                    fields = {**fields, "repeated": rec.repeated}
                 yield LogEvent(kind=sig.kind, signature=sig.id, fields=redactor.fields(fields), process=rec.process,
                                level=rec.level, timestamp=rec.timestamp,
                                source=SourceRef(name, rec.line, text, span), seq=seq, wall_time=rec.wall_time)
@@ -319,9 +338,17 @@ def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
             fields[key] = max(values)
     fields["intervals"] = fa.get("intervals", 1) + fb.get("intervals", 1)
     fields["kv_usage_sum"] = fa.get("kv_usage_sum", fa.get("kv_usage", 0.0)) + fb.get("kv_usage_sum", fb.get("kv_usage", 0.0))
-    fields["saturated"] = fa.get("saturated", int(fa.get("kv_usage", 0.0) >= 0.95)) + \
-        fb.get("saturated", int(fb.get("kv_usage", 0.0) >= 0.95))
+    fields["saturated"] = fa.get("saturated", int(fa.get("kv_usage", 0.0) >= KV_SATURATED)) + \
+        fb.get("saturated", int(fb.get("kv_usage", 0.0) >= KV_SATURATED))
+    fields["saturated_queue"] = _saturated_queue(fa) + _saturated_queue(fb)
     if "preemptions" in fa or "preemptions" in fb:
         fields["preemptions"] = fa.get("preemptions", 0) + fb.get("preemptions", 0)
     fuller = a if fa.get("kv_usage", 0.0) > fb.get("kv_usage", 0.0) else b
     return dataclasses.replace(b, fields=fields, source=fuller.source)
+
+
+def _saturated_queue(fields: dict) -> int:
+    """Intervals of a (possibly merged) stats event where the cache was full and requests queued."""
+    if "saturated_queue" in fields:
+        return fields["saturated_queue"]
+    return int(fields.get("kv_usage", 0.0) >= KV_SATURATED and bool(fields.get("waiting") or fields.get("swapped")))

@@ -94,6 +94,7 @@ def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None =
     _identity(facts, vllm)
     _kv_usage(facts, vllm)
     _queues(facts, vllm)
+    _queue_at_capacity(facts, vllm)
     _preemptions(facts, vllm, window, _uptime(samples, vllm))
     _prefix_cache(facts, vllm)
     _histograms(facts, vllm)
@@ -173,6 +174,32 @@ def _queues(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
         first, last = waiting[0], waiting[-1]
         facts["waiting_growth"] = _fact("waiting_growth", last[2] - first[2], [first[3].source, last[3].source],
                                         f"{first[2]:.0f} -> {last[2]:.0f} requests waiting over {len(waiting)} scrapes")
+
+
+def _queue_at_capacity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+    """Scrapes where the KV cache was full while requests waited (the state preemption comes from), and
+    the run of scrapes the metrics end with where requests wait, none runs and the cache is empty (a stall)."""
+    usage = {scrape: lv for scrape, *lv in ((lv[0], lv[2], lv[3]) for lv in per_scrape(_of(vllm, KV_USAGE), "max"))}
+    waiting = {lv[0]: lv[2] for lv in per_scrape(_of(vllm, WAITING))}
+    running = {lv[0]: lv[2] for lv in per_scrape(_of(vllm, RUNNING))}
+    both = sorted(s for s in usage if s in waiting)
+    if not both:
+        return
+    full = [s for s in both if usage[s][0] >= SATURATED and waiting[s] > 0]
+    refs = [usage[s][1].source for s in full] or [usage[both[-1]][1].source]
+    facts["saturated_queue_intervals"] = _fact("saturated_queue_intervals", len(full), refs,
+                                               f"scrapes with KV cache usage >= {SATURATED:.0%} and requests waiting")
+    facts["saturated_queue_share"] = _fact("saturated_queue_share", len(full) / len(both), refs,
+                                           f"{len(full)} of {len(both)} scrapes")
+    stalled = []
+    for s in reversed(both):
+        if running.get(s) != 0 or waiting[s] <= 0 or usage[s][0] > 0.01:
+            break
+        stalled.append(s)
+    if stalled:
+        facts["stalled_intervals"] = _fact("stalled_intervals", len(stalled),
+                                           [usage[s][1].source for s in reversed(stalled)],
+                                           "scrapes with requests waiting, none running and the KV cache empty")
 
 
 def _created(vllm: Sequence[MetricSample], counter: str) -> list[MetricSample]:

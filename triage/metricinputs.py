@@ -10,7 +10,7 @@ from typing import Sequence
 
 from . import promapi, scrape
 from .httpget import HttpOptions, display_url
-from .metricparse import MetricSample, Snapshot, order_snapshots, parse_exposition
+from .metricparse import MetricSample, Snapshot, declared_vllm_metrics, order_snapshots, parse_exposition
 from .model import InputSummary, MetricsOrigin
 from .sources import read_small_text
 
@@ -23,22 +23,26 @@ class MetricsRead:
     warnings: tuple[str, ...] = ()
 
 
-def _summary(path: str, samples: Sequence[MetricSample], lines: int) -> InputSummary:
+def _summary(path: str, samples: Sequence[MetricSample], lines: int, text: str = "") -> InputSummary:
     vllm = sum(1 for s in samples if s.name.startswith("vllm:"))
-    return InputSummary(path=path, kind="metrics", lines_read=lines, lines_recognised=vllm, vllm_lines=vllm)
+    count, first = declared_vllm_metrics(text, path) if not vllm else (0, None)
+    return InputSummary(path=path, kind="metrics", lines_read=lines, lines_recognised=vllm, vllm_lines=vllm,
+                        declared_only=count, declared_at=first)
 
 
 def read_files(paths: Sequence[str], interval: float | None) -> MetricsRead:
     """Saved snapshots (`curl .../metrics > m.prom`), one server, oldest first unless they say otherwise."""
     snapshots = []
+    declared = []
     for path in paths:
         text = read_small_text(path)
         lines = text.count("\n")
         name = "<stdin>" if path == "-" else path
         snapshots.append(Snapshot(name, tuple(parse_exposition(text, name)), lines,
                                   clock=None if path == "-" else os.stat(path).st_mtime, clock_is_mtime=True))
+        declared.append(_summary(name, snapshots[-1].samples, lines, text))
     samples, how = order_snapshots(snapshots, interval)
-    inputs = tuple(_summary(s.name, s.samples, s.lines) for s in snapshots)
+    inputs = tuple(declared)
     return MetricsRead(samples, inputs, MetricsOrigin("files", ", ".join(paths), ordering=how))
 
 

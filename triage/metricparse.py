@@ -82,6 +82,20 @@ def _offending_line(lines: Sequence[str], reached: int, reason: str) -> int:
     return reached
 
 
+_DECLARED = re.compile(r"^# (?:TYPE|HELP) (vllm:\S+)[^\n]*", re.M)
+
+
+def declared_vllm_metrics(text: str, path: str) -> tuple[int, SourceRef | None]:
+    """How many vLLM metrics the exposition declares (# HELP / # TYPE), and the first declaration:
+    what is left of a registry that was mounted but never reported a sample."""
+    names, first = set(), None
+    for m in _DECLARED.finditer(text):
+        names.add(m.group(1))
+        if first is None:
+            first = SourceRef(path, text.count("\n", 0, m.start()) + 1, m.group(0))
+    return len(names), first
+
+
 def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None = None) -> list[MetricSample]:
     """All samples of one exposition, each with its line; a malformed file is an InputError.
 

@@ -29,6 +29,8 @@ VERDICTS: tuple[str, ...] = (
     "inconclusive",
 )
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+# KV cache usage (0-1) from which a stats interval or a scrape counts as a full cache.
+KV_SATURATED = 0.95
 # How bad a verdict is, mildest first (set per verdict in rules/classes/*.toml); --fail-on gates on it.
 SEVERITIES: tuple[str, ...] = ("ok", "info", "warning", "critical")
 
@@ -86,6 +88,7 @@ class Finding:
     facts: tuple[str, ...]
     evidence: tuple[SourceRef, ...]
     path: tuple[str, ...]        # decision-tree path, root first
+    settle: str = ""             # the line that would settle it, when the input lacks the decisive one
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +180,8 @@ class InputSummary:
     lines_recognised: int
     vllm_lines: int              # lines that carry vLLM's logger prefix or a vLLM signature
     warnings: tuple[str, ...] = ()
+    declared_only: int = 0                   # metrics: vLLM metrics declared (# HELP/# TYPE) while none has a sample
+    declared_at: SourceRef | None = None     # the first such declaration
 
 
 @dataclass(frozen=True, slots=True)

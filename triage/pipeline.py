@@ -73,7 +73,7 @@ def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
     return out
 
 
-_SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "model_name", "load_start"})
+_SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit", "model_name", "load_start"})
 
 
 @dataclass
@@ -156,6 +156,8 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
         own = history.last if joined else Attempt(index=1)
         for unit in units or [None]:
             facts = extract_metric_facts(unit.samples if unit else metric_samples, ordering)
+            if not any(s.name.startswith("vllm:") for s in metric_samples):
+                facts.update(_declared_only(metric_inputs))
             runs.append(_Run(own, diagnose_attempt(own, kit, history.settings if joined else (),
                                                    vllm_lines if joined else None, facts,
                                                    gpu_facts=gpu_facts if joined else None, given=given), unit, joined))
@@ -187,6 +189,16 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                   severity=kit.rules.classes[last.verdict].severity,
                   runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
                   suppressions=kit.suppressions, window=kept_window)
+
+
+def _declared_only(inputs: Sequence[InputSummary]) -> dict[str, Fact]:
+    """A /metrics text of declarations only (# HELP/# TYPE): a registry mounted but never fed."""
+    declared = [i for i in inputs if i.declared_only]
+    if not declared:
+        return {}
+    refs = tuple(i.declared_at for i in declared if i.declared_at is not None)
+    return {"metrics_declared_only": Fact("metrics_declared_only", max(i.declared_only for i in declared),
+                                          FACTS["metrics_declared_only"].unit, refs)}
 
 
 def _summary(attempt: Attempt, diagnosis: Diagnosis) -> AttemptSummary:

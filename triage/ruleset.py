@@ -19,7 +19,7 @@ from .facts import FACTS
 from .model import CONFIDENCES, SEVERITIES, VERDICTS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")
-_NODE_KEYS = {"id", "parent", "order", "title", "when", "verdict", "confidence", "summary", "why", "fixes",
+_NODE_KEYS = {"id", "parent", "order", "title", "when", "verdict", "confidence", "summary", "why", "settle", "fixes",
               "references", "evidence", "examples"}
 _CONDITION_KEYS = {"fact", "op", "value", "value_fact", "scale", "all", "any", "not"}
 _EXAMPLE_KEYS = {"fixture", "log", "metrics", "expect"}
@@ -66,6 +66,7 @@ class Node:
     confidence: str | None
     summary: str
     why: str
+    settle: str                                   # the line that would settle a verdict the input cannot prove
     fixes: tuple[str, ...]
     references: tuple[str, ...]
     evidence: tuple[str, ...]
@@ -208,7 +209,7 @@ def _load_node(path: Path, fix_names: set[str]) -> Node:
     confidence = raw.get("confidence")
     if verdict is not None and confidence not in CONFIDENCES:
         raise RuleError(str(path), "confidence", f"a verdict needs a confidence, got {confidence!r}", f"one of {', '.join(CONFIDENCES)}")
-    for key in ("summary", "why", "title"):
+    for key in ("summary", "why", "settle", "title"):
         if key in raw:
             if not isinstance(raw[key], str):
                 raise RuleError(str(path), key, "must be a string")
@@ -245,7 +246,7 @@ def _load_node(path: Path, fix_names: set[str]) -> Node:
     return Node(
         id=raw["id"], parent=raw.get("parent") or None, order=order, title=raw["title"],
         when=parse_condition(path, "when", raw["when"]), verdict=verdict, confidence=confidence,
-        summary=raw.get("summary", raw["title"]), why=raw.get("why", ""), fixes=tuple(fixes),
+        summary=raw.get("summary", raw["title"]), why=raw.get("why", ""), settle=raw.get("settle", ""), fixes=tuple(fixes),
         references=tuple(raw.get("references", [])), evidence=tuple(evidence), examples=tuple(examples),
         path=str(path))
 

@@ -50,7 +50,7 @@ def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[
 def utilization_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The smallest --gpu-memory-utilization whose budget fits the requested --max-model-len (plus 1 % of the GPU)."""
     requested = value_of(facts, "max_model_len")
-    if not requested:
+    if not requested or value_of(facts, "platform") == "cpu":   # the CPU's KV size is set, not a share: cpu_fixes
         return []
     g = geometry(facts, given)
     total = g.total_gib.value if g.total_gib else None
@@ -219,7 +219,8 @@ def more_kv_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[F
     util = value_of(facts, "gpu_memory_utilization")
     now = outcome(facts, given)
     fixes = []
-    if util is not None and util < MAX_PRACTICAL_UTILIZATION - 0.01:
+    on_gpu = value_of(facts, "platform") != "cpu"      # the CPU's KV size is set, not a share: cpu_fixes
+    if on_gpu and util is not None and util < MAX_PRACTICAL_UTILIZATION - 0.01:
         value = min(MAX_PRACTICAL_UTILIZATION, floor2(util + 0.05))
         p = outcome(facts, given, gpu_memory_utilization=value)
         gain = f": about {p.kv_tokens} KV tokens instead of {now.kv_tokens}" if p.kv_tokens and now.kv_tokens else ""

@@ -137,6 +137,12 @@ def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix
     pids = value_of(facts, "other_process_pids")
     held = f" holding {others:.2f} GiB" if others and others > 0 else ""
     who = f"process {pids}" if pids and "," not in str(pids) else f"processes {pids}" if pids else "the other process(es)"
+    if value_of(facts, "platform") == "cpu":
+        return [Fix(action=f"Find and stop or move {who}{held} on this host",
+                    why="find them with `ps -eo pid,rss,comm --sort=-rss | head` and the NUMA node's use with "
+                        "`numastat -m`; in Kubernetes, check the pod's memory limit and its neighbours",
+                    computed_from=("other_processes_gib", "other_process_pids", "free_gib"),
+                    reference=DOCS_TROUBLESHOOTING)]
     return [Fix(action=f"Find and stop or move {who}{held} on this GPU",
                 why="list who holds the GPU with `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
                     "--format=csv` (or `vtriage gpu` on the node); in Kubernetes, look for another pod scheduled on the "

@@ -102,6 +102,8 @@ def render_markdown(report: Report, **_: Any) -> str:
         out += [f"**{prose(lead.summary)}**", ""]
         if lead.why:
             out += [prose(lead.why), ""]
+        if lead.settle:
+            out += [f"What would settle it: {prose(lead.settle)}", ""]
     elif d.suppressed:
         out += ["**Every rule that fired is suppressed (below), and no other rule decides.**", ""]
     attempts = attempts_sentence(report)

@@ -84,6 +84,8 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         out.extend(textwrap.wrap(lead.summary, 100))
         if lead.why:
             out.extend(s(line, "dim") for line in textwrap.wrap(lead.why, 100))
+        if lead.settle:
+            out.extend(textwrap.wrap("What would settle it: " + lead.settle, 100))
     elif d.suppressed:
         out.append("Every rule that fired is suppressed (below), and no other rule decides.")
     if lead and lead.evidence:
