@@ -29,11 +29,15 @@ def _assert_parses(report, version: str | None) -> None:
     assert all(f.status != "checked" or not f.flag or f.value is None
                for f in report.diagnosis.fixes[:launch.fix_index - 1]), "the first checked flag fix leads"
     words = report.command.replace("LLM(", " ").replace("=", " ").replace(",", " ").split()
-    for flag in launch.changed:
-        assert flag in words or flag.lstrip("-").replace("-", "_") in words, (flag, report.command)
+
+    def carried(setting: str) -> bool:                 # a flag, an LLM() keyword, or VAR=value
+        return setting in words or setting.lstrip("-").replace("-", "_") in words or \
+            ("=" in setting and setting in report.command.split())
+    for setting in launch.changed:
+        assert carried(setting), (setting, report.command)
     if launch.complete:
         for setting in launch.kept:                # every other setting the incident ran with is carried over
-            assert setting in words or setting.lstrip("-").replace("-", "_") in words, (setting, report.command)
+            assert carried(setting), (setting, report.command)
 
 
 @pytest.mark.parametrize("entry", MANIFEST, ids=lambda e: e["file"])
@@ -43,7 +47,7 @@ def test_every_fixture_command_keeps_the_incident_settings_and_parses(kit, entry
         assert not any(f.status == "checked" and f.flag and f.value is not None for f in report.diagnosis.fixes)
         return
     _assert_parses(report, entry.get("vllm_version"))
-    if report.launch.complete:
+    if report.launch.complete and "vllm_version" in report.diagnosis.facts:
         assert report.launch.vllm_version == argument_list(entry.get("vllm_version"))[0].release
 
 
@@ -189,3 +193,24 @@ def test_a_cut_args_line_is_not_taken_for_the_whole_command(kit):
     assert "the rest of the args: Namespace line (it is cut)" in report.launch.not_recovered
     full = diagnose_files(kit, FIXTURES / "logs" / "v0-late" / "kv_cache_too_small-llama31-70b-tp4-a100-40g-128k.log")
     assert full.launch.complete and "--tensor-parallel-size 4" in full.command
+
+
+def test_without_a_version_non_default_args_name_the_newest_release_that_has_them(kit):
+    """--rope-scaling left vLLM after 0.11.0: a log that names no version but sets it ran 0.11.0 or before,
+    and the command keeps the rope scaling its length needs."""
+    report = diagnose_files(kit, FIXTURES / "logs" / "v1" / "kv_cache_too_small-qwen3-8b-0105-error-reflowed-and-glued.log")
+    assert "vllm_version" not in report.diagnosis.facts
+    assert report.launch.vllm_version == "0.11.0" and report.launch.not_recovered == ()
+    assert report.command.startswith("vllm serve Qwen/Qwen3-8B --rope-scaling '{\"rope_type\": \"yarn\", ")
+    assert "--rope-scaling" not in argument_list("0.33.0")[0].arguments
+
+
+def test_the_cpu_kv_cache_space_the_log_shows_is_kept_as_its_variable(kit):
+    """vLLM's CPU worker says "Explicitly set (1.0/13.59) GiB for KV cache": with no --kv-cache-memory-bytes
+    among the non-default args, that was VLLM_CPU_KVCACHE_SPACE=1."""
+    embedded = diagnose_files(kit, FIXTURES / "logs" / "cpu" / "kv_cache_too_small-tiny-llama-0320-embedded-llm-128k.log")
+    assert embedded.command.startswith("VLLM_CPU_KVCACHE_SPACE=1 LLM(model='/scratch/tiny-llama', ")
+    assert "VLLM_CPU_KVCACHE_SPACE=1" in embedded.launch.kept
+    flagged = diagnose_files(kit, FIXTURES / "logs" / "cpu" / "kv_cache_too_small-tiny-llama-0320-128k-kv-cache-memory-bytes.log")
+    assert "VLLM_CPU_KVCACHE_SPACE" not in flagged.command and "--kv-cache-memory-bytes 1073741824" in flagged.command
+    assert "--port 8011" in flagged.command

@@ -4,8 +4,9 @@
     python tools/vllm_args.py /tmp/vllm-0.10.2 [/tmp/vllm-0.11.0 ...]     # each folder holds an unzipped wheel
 
 For each release this reads, without importing vLLM, the argument parser `vllm serve` (or, before it, the
-OpenAI server) builds: every `add_argument` call in `vllm/engine/arg_utils.py`, `vllm/entrypoints/openai/
-cli_args.py` (or the old `openai/api_server.py`) and `vllm/entrypoints/cli/serve.py`, with the flags that
+OpenAI server) builds: every `add_argument` call in `vllm/engine/arg_utils.py`, the module `vllm serve` takes
+make_arg_parser from (`entrypoints/openai/cli_args.py`, later `launchers/` or `common/cli_args.py`; the old
+`openai/api_server.py`) and `vllm/entrypoints/cli/serve.py`, with the flags that
 config dataclasses generate (`get_kwargs(ModelConfig)`, the `FrontendArgs` loop) and the dataclass fields'
 types and defaults. What it keeps per flag: its dest, whether it takes a value, a `--no-` form, and the
 default where it is a literal (the `args: Namespace(...)` of <= 0.8.5 lists every argument, so only a value
@@ -76,15 +77,8 @@ def _kind_of(annotation: str) -> dict:
     return {"value": True}
 
 
-def _flags(call: ast.Call, loop_keys: dict[str, list[str]]) -> list[str]:
-    out = []
-    for arg in call.args:
-        value = _literal(arg)
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(arg, ast.JoinedStr) and loop_keys.get("__loop__"):
-            out.extend("--" + key.replace("_", "-") for key in loop_keys["__loop__"])
-    return out
+def _flags(call: ast.Call) -> list[str]:
+    return [value for value in (_literal(arg) for arg in call.args) if isinstance(value, str)]
 
 
 def _arguments(path: Path, classes: dict[str, dict[str, Field]], engine_defaults: dict[str, object]) -> dict:
@@ -97,12 +91,17 @@ def _arguments(path: Path, classes: dict[str, dict[str, Field]], engine_defaults
             kwargs_of[node.targets[0].id] = ast.unparse(node.value.args[0]).split(".")[-1]
     found: dict[str, dict] = {}
 
-    def visit(node: ast.AST, loop: list[str] | None) -> None:
+    def fields_of(name: str) -> dict[str, Field]:
+        """A class's fields; `cls` (a classmethod's own class, 0.20+) is the frontend's argument classes."""
+        if name == "cls":
+            return {k: f for c, fs in classes.items() if c.endswith("FrontendArgs") for k, f in fs.items()}
+        return classes.get(name, {})
+
+    def visit(node: ast.AST, loop: dict[str, Field] | None) -> None:
         if isinstance(node, ast.For) and isinstance(node.iter, ast.Call) \
                 and isinstance(node.iter.func, ast.Attribute) and node.iter.func.attr == "items" \
                 and isinstance(node.iter.func.value, ast.Name) and node.iter.func.value.id in kwargs_of:
-            cls = kwargs_of[node.iter.func.value.id]
-            loop = list(classes.get(cls, {}))
+            loop = fields_of(kwargs_of[node.iter.func.value.id])
             for child in node.body:
                 visit(child, loop)
             return
@@ -114,19 +113,15 @@ def _arguments(path: Path, classes: dict[str, dict[str, Field]], engine_defaults
     return found
 
 
-def _record(call: ast.Call, loop: list[str] | None, found: dict[str, dict], classes: dict[str, dict[str, Field]],
-            kwargs_of: dict[str, str], engine_defaults: dict[str, object]) -> None:
-    names = _flags(call, {"__loop__": loop} if loop else {})
+def _record(call: ast.Call, loop: dict[str, Field] | None, found: dict[str, dict],
+            classes: dict[str, dict[str, Field]], kwargs_of: dict[str, str], engine_defaults: dict[str, object]) -> None:
+    if loop and any(isinstance(a, ast.JoinedStr) for a in call.args):
+        for key, field in loop.items():                # the FrontendArgs loop: one flag per field
+            _put(found, ["--" + key.replace("_", "-")], key, _kind_of(field.annotation), field.default)
+        return
+    names = _flags(call)
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     spread = [k.value for k in call.keywords if k.arg is None]
-    if loop and isinstance(call.args[0] if call.args else None, ast.JoinedStr):
-        for key in loop:                               # the FrontendArgs loop: one flag per field
-            field = next((f for c in (classes.get(kwargs_of.get(n, ""), {}) for n in kwargs_of) for k, f in c.items()
-                          if k == key), None)
-            kind = _kind_of(field.annotation) if field else {"value": True}
-            default = field.default if field else _UNSET
-            _put(found, ["--" + key.replace("_", "-")], key, kind, default)
-        return
     if not names:
         return
     long = [n for n in names if n.startswith("--")]
@@ -184,15 +179,31 @@ def _put(found: dict[str, dict], names: list[str], dest: str, kind: dict, defaul
     found[primary] = entry
 
 
+def _server_parser(vllm: Path) -> Path:
+    """The module that builds the OpenAI server's parser: where `vllm serve` imports make_arg_parser from
+    (openai/cli_args.py, then launchers/cli_args.py in 0.29-0.32, common/cli_args.py from 0.33), else the
+    old openai/api_server.py."""
+    serve = vllm / "entrypoints" / "cli" / "serve.py"
+    if serve.exists():
+        for node in ast.walk(ast.parse(serve.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and any(a.name == "make_arg_parser" for a in node.names):
+                path = vllm.parent / (node.module.replace(".", "/") + ".py")
+                if path.exists():
+                    return path
+    for candidate in ("openai/cli_args.py", "launchers/cli_args.py", "common/cli_args.py"):
+        if (vllm / "entrypoints" / candidate).exists():
+            return vllm / "entrypoints" / candidate
+    return vllm / "entrypoints" / "openai" / "api_server.py"
+
+
 def extract(root: Path) -> dict:
     vllm = root / "vllm"
+    cli_args = _server_parser(vllm)
     config_files = sorted(vllm.glob("config.py")) + sorted((vllm / "config").glob("*.py")) \
-        + sorted(vllm.glob("engine/arg_utils.py")) + sorted(vllm.glob("entrypoints/openai/cli_args.py"))
+        + sorted(vllm.glob("engine/arg_utils.py")) + [cli_args]
     classes = _dataclasses([p for p in config_files if p.exists()])
     engine_defaults = {k: f.default for k, f in classes.get("EngineArgs", {}).items() if f.default is not _UNSET}
-    files = [vllm / "engine" / "arg_utils.py"]
-    cli_args = vllm / "entrypoints" / "openai" / "cli_args.py"
-    files.append(cli_args if cli_args.exists() else vllm / "entrypoints" / "openai" / "api_server.py")
+    files = [vllm / "engine" / "arg_utils.py", cli_args]
     if (vllm / "entrypoints" / "cli" / "serve.py").exists():
         files.append(vllm / "entrypoints" / "cli" / "serve.py")
     arguments: dict[str, dict] = {}

@@ -81,13 +81,29 @@ def release_key(version: str) -> tuple[int, ...]:
 LAST_NAMESPACE_RELEASE = "0.8.5.post1"     # the last release that logs `args: Namespace(...)`
 
 
-def argument_list(version: str | None, namespace: Iterable[str] = ()) -> tuple[ArgumentList, str]:
+FIRST_NON_DEFAULT_RELEASE = "0.9.0"          # the first release that logs `non-default args: {...}`
+
+
+def argument_list(version: str | None, namespace: Iterable[str] = (),
+                  non_default: Iterable[str] = ()) -> tuple[ArgumentList, str]:
     """The release the log's version runs (the same release, else the newest one before it: a patch or a dev
     build between releases), and in words how it was chosen. With no version in the log, the keys of an
     `args: Namespace(...)` line (it lists every argument, so they tell releases apart) pick the release
-    whose arguments they match best; anything else, the newest release known."""
+    whose arguments they match best; those of `non-default args` the newest release that has them all;
+    anything else, the newest release known."""
     releases = _releases()
     ordered = sorted(releases, key=release_key)
+    named = set(non_default) - _INTERNAL
+    if not (version and re.match(r"\d+\.\d+", version)) and named:
+        fitting = [r for r in ordered if release_key(r) >= release_key(FIRST_NON_DEFAULT_RELEASE)
+                   and named <= {a["dest"] for a in releases[r]["arguments"].values()}]
+        if fitting and fitting[-1] != ordered[-1]:
+            chosen = fitting[-1]
+            entry = releases[chosen]
+            by_dest = {a["dest"]: flag for flag, a in entry["arguments"].items() if flag.startswith("--")}
+            return ArgumentList(chosen, entry["program"], entry["arguments"], by_dest), (
+                f"vLLM {chosen} (the log names no version: the newest release that has every argument its "
+                "non-default args name)")
     keys = set(namespace) - _INTERNAL
     if not (version and re.match(r"\d+\.\d+", version)) and keys:
         def overlap(release: str) -> float:
@@ -143,6 +159,7 @@ class Launch:
     complete: bool                        # every non-default argument was printed
     not_recovered: tuple[str, ...]
     sources: tuple[SourceRef, ...]
+    env: Mapping[str, Any] = dataclasses.field(default_factory=dict)   # environment variables the log shows set
 
 
 class _Unparsed(str):
@@ -320,8 +337,27 @@ def read_launch(events: Sequence[LogEvent], args: ArgumentList) -> Launch:
         missing.append("the flags the log does not print (it shows the engine config, not the command)")
     else:
         missing.append("the launch command: the log prints neither its arguments nor the engine config")
+    env = _environment(events, settings, complete, missing, sources)
     return Launch(program, model if isinstance(model, str) else None, settings, complete, tuple(missing),
-                  tuple(sources))
+                  tuple(sources), env)
+
+
+def _environment(events: Sequence[LogEvent], settings: Mapping[str, Setting], complete: bool, missing: list[str],
+                 sources: list[SourceRef]) -> dict[str, Any]:
+    """Environment variables the log shows in force. The CPU backend's KV cache "Explicitly set (N/T) GiB" comes
+    from --kv-cache-memory-bytes or VLLM_CPU_KVCACHE_SPACE (whole GiB): with the whole args line and no such flag
+    in it, it was the variable."""
+    explicit = [e for e in events if e.signature == "cpu_kv_cache_set" and e.fields.get("kv_mode") == "Explicitly"
+                and isinstance(e.fields.get("kv_cache_gib"), (int, float))]
+    if not explicit or "kv_cache_memory_bytes" in settings:
+        return {}
+    gib = explicit[-1].fields["kv_cache_gib"]
+    if complete and float(gib).is_integer():
+        sources.append(explicit[-1].source)
+        return {"VLLM_CPU_KVCACHE_SPACE": int(gib)}
+    missing.append(f"the KV cache size set explicitly ({gib:g} GiB): by VLLM_CPU_KVCACHE_SPACE or "
+                   "--kv-cache-memory-bytes, the log does not say which")
+    return {}
 
 
 # --- writing the command -------------------------------------------------------------------------------
@@ -366,56 +402,55 @@ def build_command(launch: Launch, fix: Fix, args: ArgumentList, fix_index: int) 
             return None
         set_dests[found[1]["dest"]] = value
     kept = {dest: s for dest, s in launch.settings.items() if dest not in set_dests}
-    env_words = [f"{k}={shlex.quote(str(v))}" for k, v in env.items()]
-    changed = tuple([f"{k}={v}" for k, v in env.items()] + [f for f in flags])
-    if launch.program == OFFLINE:
-        return _offline(launch, kept, set_dests, args, fix_index, changed, env_words)
-    words: list[str] = []
-    for dest, value in [*((d, s.value) for d, s in kept.items()), *set_dests.items()]:
-        known = args.flag_for(dest)
-        phrase = _flag_words(known, args.arguments[known], value) if known else None
-        if phrase is None:
-            if dest in set_dests:
-                return None
-            continue
-        words.extend(phrase)
+    kept_env = {k: v for k, v in launch.env.items() if k not in env}
+    env_words = [f"{k}={shlex.quote(str(v))}" for k, v in {**kept_env, **env}.items()]
+    changed = tuple([f"{k}={v}" for k, v in env.items()] + list(flags))
     complete = launch.complete and launch.model is not None
-    kept_names = tuple(f"--{d.replace('_', '-')}" for d in kept)
-    if complete:
-        model = shlex.quote(launch.model or "")
-        head = launch.program.split() + ([model] if launch.program == SERVE else ["--model", model])
-        text = " ".join(env_words + head + words)
+    if launch.program == OFFLINE:
+        if any(args.flag_for(d) is None for d in set_dests):
+            return None
+        names = tuple(kept)
+        parts = [f"model={launch.model!r}"] + [f"{d}={s.value!r}" for d, s in kept.items()] + \
+            [f"{d}={v!r}" for d, v in set_dests.items()]
+        text = " ".join(env_words + [f"LLM({', '.join(parts)})"])
     else:
-        own = [w for dest, value in set_dests.items()
-               for w in (_flag_words(args.flag_for(dest) or "", args.arguments.get(args.flag_for(dest) or "", {}),
-                                     value) or [])]
-        text = " ".join(env_words + own)
+        words: list[str] = []
+        for dest, value in [*((d, s.value) for d, s in kept.items()), *set_dests.items()]:
+            known = args.flag_for(dest)
+            phrase = _flag_words(known, args.arguments[known], value) if known else None
+            if phrase is None:
+                if dest in set_dests:
+                    return None
+                continue
+            words.extend(phrase)
+        names = tuple(f"--{d.replace('_', '-')}" for d in kept)
+        if complete:
+            model = shlex.quote(launch.model or "")
+            head = launch.program.split() + ([model] if launch.program == SERVE else ["--model", model])
+            text = " ".join(env_words + head + words)
+        else:                       # only what the fix sets: the rest of the command is the user's own
+            own = [w for d, v in set_dests.items() for w in _flag_words(args.flag_for(d) or "",
+                                                                          args.arguments.get(args.flag_for(d) or "", {}),
+                                                                          v) or []]
+            text = " ".join([f"{k}={shlex.quote(str(v))}" for k, v in env.items()] + own)
+    kept_names = tuple(f"{k}={v}" for k, v in kept_env.items()) + names
     return LaunchCommand(text=text, complete=complete, fix_index=fix_index, changed=changed, kept=kept_names,
                          not_recovered=launch.not_recovered, vllm_version=args.release, program=launch.program,
                          source=launch.sources)
-
-
-def _offline(launch: Launch, kept: Mapping[str, Setting], set_dests: Mapping[str, Any], args: ArgumentList,
-             fix_index: int, changed: tuple[str, ...], env_words: list[str]) -> LaunchCommand | None:
-    """An embedded engine: the LLM(...) call, with keyword arguments by their EngineArgs names."""
-    if any(args.flag_for(d) is None for d in set_dests):
-        return None
-    parts = [f"model={launch.model!r}"] + [f"{d}={s.value!r}" for d, s in kept.items()] + \
-        [f"{d}={v!r}" for d, v in set_dests.items()]
-    text = (" ".join(env_words) + " " if env_words else "") + f"LLM({', '.join(parts)})"
-    return LaunchCommand(text=text, complete=launch.complete and launch.model is not None, fix_index=fix_index,
-                         changed=changed, kept=tuple(kept), not_recovered=launch.not_recovered,
-                         vllm_version=args.release, program=OFFLINE, source=launch.sources)
 
 
 def headline_command(fixes: Sequence[Fix], events: Iterable[LogEvent], version: str | None) -> LaunchCommand | None:
     """The first checked flag fix applied to the incident's own launch; None when no checked fix sets a flag
     this release has."""
     events = list(events)
-    namespaces = [e for e in events if e.kind == "args" and e.fields.get("args_text")
-                  and e.fields.get("args_style") != "non_default"]
-    keys = parse_keywords(str(namespaces[-1].fields["args_text"]))[0] if namespaces else {}
-    args, basis = argument_list(version, keys)
+    printed = [e for e in events if e.kind == "args" and e.fields.get("args_text")]
+    keys: dict[str, Any] = {}
+    named: dict[str, Any] = {}
+    if printed and printed[-1].fields.get("args_style") == "non_default":
+        named = parse_mapping(str(printed[-1].fields["args_text"]))[0]
+    elif printed:
+        keys = parse_keywords(str(printed[-1].fields["args_text"]))[0]
+    args, basis = argument_list(version, keys, named)
     launch = read_launch(events, args)
     for index, fix in enumerate(fixes, 1):
         if fix.status != "checked" or fix.value is None or not (fix.flag or fix.also_set):

@@ -46,7 +46,11 @@ def cpu_kv_space_within_free(facts: Facts, given: Given = NOTHING_GIVEN) -> list
                     f"{CPU_FREE_MARGIN:.0%} of it for the worker (equivalently --kv-cache-memory-bytes {value * GIB_BYTES})"
                     + (f"; one max_model_len request needs {needed:g} GiB" if needed is not None else ""),
                 computed_from=("free_gib", "kv_requested_gib", "gpu_total_gib"), reference=DOCS_CPU,
-                status=status, checked=status == "checked")]
+                status=status, checked=status == "checked",
+                predicted=None if needed is None else {
+                    "summary": f"KV cache {value} GiB within the {free:.2f} GiB free; one max_model_len request needs "
+                               f"{needed:g} GiB: {'it fits' if value >= needed else 'it does not fit'}",
+                    "starts": value >= needed, "kv_cache_gib": value})]
 
 
 @solver("cpu_utilization_within_free")
@@ -88,7 +92,10 @@ def cpu_kv_space_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) -
                     f"(or --kv-cache-memory-bytes {value * GIB_BYTES})",
                 computed_from=("kv_needed_gib", "kv_cache_gib", "gpu_total_gib"), reference=DOCS_CPU,
                 status="checked" if total else "unchecked", checked=bool(total),
-                needs=() if total else ("--gpu-memory-gib GIB (the node's memory)",))]
+                needs=() if total else ("--gpu-memory-gib GIB (the node's memory)",),
+                predicted={"summary": f"KV cache {value} GiB: one max_model_len request ({needed:g} GiB) fits"
+                                      + (f", within the node's {total:.2f} GiB" if total else ""),
+                           "starts": True if total else None, "kv_cache_gib": value})]
 
 
 @solver("cpu_kv_space_for_load")
