@@ -79,9 +79,17 @@ def release_key(version: str) -> tuple[int, ...]:
 
 
 LAST_NAMESPACE_RELEASE = "0.8.5.post1"     # the last release that logs `args: Namespace(...)`
+FIRST_NON_DEFAULT_RELEASE = "0.9.0"        # the first release that logs `non-default args: {...}`
 
 
-FIRST_NON_DEFAULT_RELEASE = "0.9.0"          # the first release that logs `non-default args: {...}`
+def _release(chosen: str) -> ArgumentList:
+    entry = _releases()[chosen]
+    by_dest = {a["dest"]: flag for flag, a in entry["arguments"].items() if flag.startswith("--")}
+    return ArgumentList(chosen, entry["program"], entry["arguments"], by_dest)
+
+
+def _dests(release: str) -> set[str]:
+    return {a["dest"] for a in _releases()[release]["arguments"].values()} - _INTERNAL
 
 
 def argument_list(version: str | None, namespace: Iterable[str] = (),
@@ -91,48 +99,28 @@ def argument_list(version: str | None, namespace: Iterable[str] = (),
     `args: Namespace(...)` line (it lists every argument, so they tell releases apart) pick the release
     whose arguments they match best; those of `non-default args` the newest release that has them all;
     anything else, the newest release known."""
-    releases = _releases()
-    ordered = sorted(releases, key=release_key)
-    named = set(non_default) - _INTERNAL
-    if not (version and re.match(r"\d+\.\d+", version)) and named:
-        fitting = [r for r in ordered if release_key(r) >= release_key(FIRST_NON_DEFAULT_RELEASE)
-                   and named <= {a["dest"] for a in releases[r]["arguments"].values()}]
-        if fitting and fitting[-1] != ordered[-1]:
-            chosen = fitting[-1]
-            entry = releases[chosen]
-            by_dest = {a["dest"]: flag for flag, a in entry["arguments"].items() if flag.startswith("--")}
-            return ArgumentList(chosen, entry["program"], entry["arguments"], by_dest), (
-                f"vLLM {chosen} (the log names no version: the newest release that has every argument its "
-                "non-default args name)")
-    keys = set(namespace) - _INTERNAL
-    if not (version and re.match(r"\d+\.\d+", version)) and keys:
-        def overlap(release: str) -> float:
-            dests = {a["dest"] for a in releases[release]["arguments"].values()} - _INTERNAL
-            return len(keys & dests) / len(keys | dests)
-        upto = [r for r in ordered if release_key(r) <= release_key(LAST_NAMESPACE_RELEASE)]
-        best = max(overlap(r) for r in upto)
-        matching = [r for r in upto if overlap(r) == best]
-        version = matching[-1]
-        chosen, basis = version, (f"vLLM {matching[0]}" + (f"-{matching[-1]}" if len(matching) > 1 else "") +
-                                  " (the log names no version; its Namespace lists exactly the arguments of "
-                                  f"{'these releases' if len(matching) > 1 else 'this release'})"
-                                  if best == 1.0 else
-                                  f"vLLM {version} (the log names no version; its Namespace matches this release's "
-                                  "arguments best)")
-        entry = releases[chosen]
-        by_dest = {a["dest"]: flag for flag, a in entry["arguments"].items() if flag.startswith("--")}
-        return ArgumentList(chosen, entry["program"], entry["arguments"], by_dest), basis
+    ordered = sorted(_releases(), key=release_key)
     if version and re.match(r"\d+\.\d+", version):
-        wanted = release_key(version)
-        earlier = [r for r in ordered if release_key(r) <= wanted]
+        earlier = [r for r in ordered if release_key(r) <= release_key(version)]
         chosen = earlier[-1] if earlier else ordered[0]
-        basis = f"vLLM {chosen}" + ("" if chosen == version else f" (the release nearest the log's {version})")
-    else:
-        chosen = ordered[-1]
-        basis = f"vLLM {chosen} (the log names no version: the newest release known)"
-    entry = releases[chosen]
-    by_dest = {a["dest"]: flag for flag, a in entry["arguments"].items() if flag.startswith("--")}
-    return ArgumentList(chosen, entry["program"], entry["arguments"], by_dest), basis
+        return _release(chosen), f"vLLM {chosen}" + ("" if chosen == version else
+                                                     f" (the release nearest the log's {version})")
+    named = set(non_default) - _INTERNAL
+    fitting = [r for r in ordered if release_key(r) >= release_key(FIRST_NON_DEFAULT_RELEASE) and named <= _dests(r)]
+    if named and fitting:
+        return _release(fitting[-1]), (f"vLLM {fitting[-1]} (the log names no version: the newest release that has "
+                                       "every argument its non-default args name)")
+    keys = set(namespace) - _INTERNAL
+    if keys:
+        upto = [r for r in ordered if release_key(r) <= release_key(LAST_NAMESPACE_RELEASE)]
+        overlap = {r: len(keys & _dests(r)) / len(keys | _dests(r)) for r in upto}
+        best = max(overlap.values())
+        matching = [r for r in upto if overlap[r] == best]
+        span = matching[0] + (f"-{matching[-1]}" if len(matching) > 1 else "")
+        why = (f"its Namespace lists exactly the arguments of {'these releases' if len(matching) > 1 else 'this release'}"
+               if best == 1.0 else "its Namespace matches this release's arguments best")
+        return _release(matching[-1]), f"vLLM {span} (the log names no version; {why})"
+    return _release(ordered[-1]), f"vLLM {ordered[-1]} (the log names no version: the newest release known)"
 
 
 def known_releases() -> list[str]:
