@@ -124,10 +124,11 @@ class SignatureSet:
         # What the block scanner sets aside (see scan.py), JSON-escaped forms included.
         # What the block scanner blanks out (see scan.py): vLLM's own request lines, then generic
         # ones (uvicorn access lines), counted apart because only the first prove the log is vLLM's.
-        self.bulk_patterns: tuple[re.Pattern[bytes], ...] = tuple(
-            bulk_pattern([a for s in group for a in (s.anchor.encode(), _escaped(s.anchor))])
+        self.bulk_anchors: tuple[tuple[bytes, ...], ...] = tuple(
+            tuple(sorted({a for s in group for a in (s.anchor.encode(), _escaped(s.anchor))}))
             for group in ([s for s in self.signatures if s.bulk and not s.generic],
                           [s for s in self.signatures if s.bulk and s.generic]) if group)
+        self.bulk_patterns: tuple[re.Pattern[bytes], ...] = tuple(bulk_pattern(group) for group in self.bulk_anchors)
         self.bulk_vllm_patterns = 1 if any(s.bulk and not s.generic for s in self.signatures) else 0
         # One C-level pass finds the anchors in a line (longest first at each position). An anchor
         # it skips overlaps one it found, so those few are checked one by one: none is missed.
