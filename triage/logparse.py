@@ -309,19 +309,27 @@ class _Bounded:
         return Attempt(index=self.index, events=events)
 
 
+_PEAKS = ("kv_usage", "running", "waiting", "swapped", "cpu_kv_usage")
+
+
 def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
-    """Two stats intervals as one: peaks kept, counts summed, the fuller interval's line as evidence."""
+    """Two stats intervals as one: peaks kept, counts summed, the fuller interval's line as evidence.
+
+    Called once per stats line of a long log (see _Bounded), so written out rather than generic."""
     fa, fb = a.fields, b.fields
     fields = dict(fb)
-    for key in ("kv_usage", "running", "waiting", "swapped", "cpu_kv_usage"):
-        values = [f[key] for f in (fa, fb) if key in f]
-        if values:
-            fields[key] = max(values)
+    for key in _PEAKS:
+        if key in fa:
+            if key in fb:
+                low, high = fa[key], fb[key]
+                fields[key] = high if high > low else low       # max(): the first of equal values
+            else:
+                fields[key] = fa[key]
+    kv_a, kv_b = fa.get("kv_usage", 0.0), fb.get("kv_usage", 0.0)
     fields["intervals"] = fa.get("intervals", 1) + fb.get("intervals", 1)
-    fields["kv_usage_sum"] = fa.get("kv_usage_sum", fa.get("kv_usage", 0.0)) + fb.get("kv_usage_sum", fb.get("kv_usage", 0.0))
-    fields["saturated"] = fa.get("saturated", int(fa.get("kv_usage", 0.0) >= 0.95)) + \
-        fb.get("saturated", int(fb.get("kv_usage", 0.0) >= 0.95))
+    fields["kv_usage_sum"] = fa.get("kv_usage_sum", kv_a) + fb.get("kv_usage_sum", kv_b)
+    fields["saturated"] = fa.get("saturated", int(kv_a >= 0.95)) + fb.get("saturated", int(kv_b >= 0.95))
     if "preemptions" in fa or "preemptions" in fb:
         fields["preemptions"] = fa.get("preemptions", 0) + fb.get("preemptions", 0)
-    fuller = a if fa.get("kv_usage", 0.0) > fb.get("kv_usage", 0.0) else b
-    return dataclasses.replace(b, fields=fields, source=fuller.source)
+    source = a.source if kv_a > kv_b else b.source
+    return LogEvent(b.kind, b.signature, fields, b.process, b.level, b.timestamp, source, b.seq, b.wall_time)

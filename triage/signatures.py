@@ -87,6 +87,7 @@ class Signature:
     also: tuple[str, ...]
     versions: str
     origin: str                       # file it came from, for messages
+    plan: tuple[tuple[str, Callable[[str], Any], bool], ...] = ()   # (field, converter, collects every capture)
 
     def extract(self, message: str) -> tuple[dict[str, Any], tuple[int, int]] | None:
         """Search `message`; return typed fields and the matched span, or None."""
@@ -101,18 +102,17 @@ class Signature:
     def fields_of(self, m: Any) -> dict[str, Any]:
         """The typed fields of a match that has this signature's named groups."""
         out: dict[str, Any] = dict(self.sets)
-        for name, type_name in self.fields.items():
+        groups = m.groupdict()
+        for name, convert, many in self.plan:
             try:
-                if type_name.endswith("[]"):
-                    convert = FIELD_TYPES[type_name[:-2]]
+                if many:
                     values = [convert(raw) for raw in m.captures(name) if raw]
                     if values:
                         out[name] = values
                     continue
-                raw = m.group(name)
-                if raw is None or raw == "":
-                    continue
-                out[name] = FIELD_TYPES[type_name](raw)
+                raw = groups[name]
+                if raw:
+                    out[name] = convert(raw)
             except (ValueError, OverflowError):
                 continue  # a mangled number is unknown, not zero
         return out
@@ -366,4 +366,5 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
         phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=entry.get("failure"),
         weak=bool(entry.get("weak", False)), catch_all=bool(entry.get("catch_all", False)),
         generic=bool(entry.get("generic", False)), bulk=bool(entry.get("bulk", False)), samples=tuple(samples), also=tuple(also),
-        versions=str(entry.get("versions", "")), origin=where)
+        versions=str(entry.get("versions", "")), origin=where,
+        plan=tuple((name, FIELD_TYPES[kind.removesuffix("[]")], kind.endswith("[]")) for name, kind in fields.items()))
