@@ -94,32 +94,40 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     _refuse_other_formats(lines, path)
+    # The parser reads every line that is neither blank nor a comment as exactly one sample and yields
+    # them in file order (families in order, a family's samples in order), so the n-th sample comes
+    # from the n-th such line. Counting those lines is all it takes to number them, and the families
+    # are turned into samples as they come, so the parser's own objects never pile up.
+    numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()[:1] not in ("", "#")]
+    shared = {} if label_sets is None else label_sets
+    samples: list[MetricSample] = []
     feed = _NumberedLines(lines)
     try:
-        families = list(text_fd_to_metric_families(feed))
+        for family in text_fd_to_metric_families(feed):
+            for s in family.samples:
+                number, line = numbered[len(samples)] if len(samples) < len(numbered) else (0, "")
+                samples.append(_sample(s, path, number, line, scrape, time, shared))
     except (ValueError, TypeError, IndexError, KeyError) as exc:
         reason = str(exc) or "malformed line"
         where = _offending_line(lines, feed.lineno, reason)
         raise InputError(f"{path}:{where}", f"not a valid Prometheus metrics line ({reason})",
                          "save the endpoint's body as is: curl -s http://HOST:8000/metrics > m.prom") from None
-    # The parser reads every line that is neither blank nor a comment as exactly one sample and yields
-    # them in file order (families in order, a family's samples in order), so the n-th sample comes
-    # from the n-th such line. Counting those lines is all it takes to number them.
-    numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()[:1] not in ("", "#")]
-    parsed = [s for family in families for s in family.samples]
-    if len(parsed) != len(numbered):          # not expected; then find each sample's line by its series
-        numbered = _lines_by_series(lines, parsed)
-    samples = []
-    shared = {} if label_sets is None else label_sets
-    for s, (number, line) in zip(parsed, numbered):
-        key = tuple(s.labels.items())
-        labels = shared.get(key)
-        if labels is None:
-            labels = shared[key] = dict(s.labels)
-        when = s.timestamp if s.timestamp is not None else time
-        samples.append(MetricSample(canonical_name(s.name), labels, float(s.value), scrape,
-                                    SourceRef(path, number, line.rstrip("\n")), float(when) if when is not None else None))
+    if len(samples) != len(numbered):          # not expected; then find each sample's line by its series
+        parsed = [s for family in text_fd_to_metric_families(_NumberedLines(lines)) for s in family.samples]
+        samples = [_sample(s, path, number, line, scrape, time, shared)
+                   for s, (number, line) in zip(parsed, _lines_by_series(lines, parsed))]
     return samples
+
+
+def _sample(s, path: str, number: int, line: str, scrape: int, time: float | None,
+            shared: dict[tuple, dict[str, str]]) -> MetricSample:
+    key = tuple(s.labels.items())
+    labels = shared.get(key)
+    if labels is None:
+        labels = shared[key] = dict(s.labels)
+    when = s.timestamp if s.timestamp is not None else time
+    return MetricSample(canonical_name(s.name), labels, float(s.value), scrape,
+                        SourceRef(path, number, line.rstrip("\n")), float(when) if when is not None else None)
 
 
 def _lines_by_series(lines: Sequence[str], parsed: Sequence) -> list[tuple[int, str]]:
