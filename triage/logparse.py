@@ -29,6 +29,7 @@ KIND_HEAD, KIND_TAIL = 1_000, 1_000   # other events an attempt keeps per kind: 
 _TRACEBACK_BODY = re.compile(r"^(?:\s|[\^~]+\s*$|$)")
 _TEMPLATE_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.,:]\d+)*|'[^']{24,}'|\"[^\"]{24,}\"")
 _BANNER_KINDS = frozenset({"version", "args"})
+_TRACEBACK_KINDS = frozenset({"traceback_start", "traceback_frame"})
 
 
 class LogParse:
@@ -164,8 +165,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         if not hits and in_traceback.get(proc_key) and _TRACEBACK_BODY.match(message):
             traceback_body = True
         if hits:
-            kinds = {sig.kind for sig, _, _ in hits}
-            if kinds & {"traceback_start", "traceback_frame"}:
+            if any(sig.kind in _TRACEBACK_KINDS for sig, _, _ in hits):
                 in_traceback[proc_key] = True
             elif not message[:1].isspace():
                 in_traceback[proc_key] = False
@@ -174,16 +174,16 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         recognised = bool(hits) or traceback_body
         from_vllm = rec.vllm_prefix or rec.process is not None or any(not sig.generic for sig, _, _ in hits)
         coverage.mark(rec.line, last_line, recognised=recognised, vllm=from_vllm)
-        hits = [h for h in hits if not h[0].bulk]   # request traffic: recognised, never an event
+        if hits and any(h[0].bulk for h in hits):
+            hits = [h for h in hits if not h[0].bulk]   # request traffic: recognised, never an event
         if hits:
             redacted, to_redacted = redactor.redact_mapped(rec.text)
             offset = len(rec.text) - len(message)
             for sig, fields, (start, end) in hits:
                 text, span = clip(redacted, (to_redacted(start + offset), to_redacted(end + offset)),
                                   MAX_EVIDENCE_CHARS)
-                yield LogEvent(kind=sig.kind, signature=sig.id, fields=redactor.fields(fields), process=rec.process,
-                               level=rec.level, timestamp=rec.timestamp,
-                               source=SourceRef(name, rec.line, text, span), seq=seq, wall_time=rec.wall_time)
+                yield LogEvent(sig.kind, sig.id, redactor.fields(fields), rec.process, rec.level, rec.timestamp,
+                               SourceRef(name, rec.line, text, span), seq, rec.wall_time)
                 seq += 1
         elif not traceback_body and rec.level in ("WARNING", "ERROR", "CRITICAL") and message.strip():
             text, _ = clip(redactor.text(rec.text), None, MAX_EVIDENCE_CHARS)
