@@ -200,11 +200,14 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
     """Two worker processes split byte ranges of a large plain file while this one parses.
 
     At most IN_FLIGHT pieces are handed out ahead of the parser, so a log the parser reads slowly
-    (few bulk lines) cannot pile up finished pieces in memory.
+    (few bulk lines) cannot pile up finished pieces in memory. Once the first pieces show that the
+    workers set aside less than half the lines (a log of stats or DEBUG lines), the rest is split
+    here: sending every line back to be parsed here costs more than the split saves.
     """
     size = inp.size or 0
     jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk) for start in range(0, size, PIECE_BYTES)]
     number = 0
+    seen = set_aside = 0
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with context.Pool(WORKERS) as pool:
         pending: collections.deque = collections.deque()
@@ -214,8 +217,10 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
         while pending:
             result, end = pending.popleft()
             rest, count, tally, cut = result.get()
+            seen, set_aside = seen + count, set_aside + sum(tally)
+            worth_it = seen < IN_FLIGHT * 1000 or 2 * set_aside >= seen
             for job in itertools.islice(queue, 1):
-                pending.append((pool.apply_async(_split_range, (job,)), job[2]))
+                pending.append((pool.apply_async(_split_range, (job,)) if worth_it else _Here(job), job[2]))
             for rel, raw in rest:
                 yield number + rel, _decode(raw, inp)
             number += count
@@ -224,6 +229,16 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
             if inp.progress is not None:
                 inp.progress(end)
     inp.lines_read = number
+
+
+class _Here:
+    """A piece split in this process when it is due, in place of a worker's result."""
+
+    def __init__(self, job: tuple[str, int, int, tuple[re.Pattern[bytes], ...]]) -> None:
+        self.job = job
+
+    def get(self) -> tuple[list[tuple[int, bytes]], int, list[int], int]:
+        return _split_range(self.job)
 
 
 def _split_range(job: tuple[str, int, int, tuple[re.Pattern[bytes], ...]]
