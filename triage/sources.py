@@ -12,6 +12,7 @@ import io
 import itertools
 import lzma
 import multiprocessing
+import multiprocessing.pool
 import os
 import re
 import stat
@@ -112,6 +113,7 @@ PIECE_BYTES = 2 << 20             # one worker's share of a large file at a time
 WORKERS = 2
 IN_FLIGHT = 2 * WORKERS           # pieces handed out ahead of the parser
 PARALLEL_MIN_BYTES = 64 << 20     # below this, a second process costs more than it saves
+DECIDE_AFTER_LINES = 4_000        # lines read before judging whether the workers set enough aside
 _DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
 
@@ -200,9 +202,10 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
     """Two worker processes split byte ranges of a large plain file while this one parses.
 
     At most IN_FLIGHT pieces are handed out ahead of the parser, so a log the parser reads slowly
-    (few bulk lines) cannot pile up finished pieces in memory. Once the first pieces show that the
-    workers set aside less than half the lines (a log of stats or DEBUG lines), the rest is split
-    here: sending every line back to be parsed here costs more than the split saves.
+    (few bulk lines) cannot pile up finished pieces in memory. When the first pieces show that the
+    workers set aside less than half the lines (a log of stats or DEBUG lines), every line would come
+    back to be parsed here anyway: the workers are let go (their memory with them) and the rest of
+    the file is split in this process.
     """
     size = inp.size or 0
     jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk) for start in range(0, size, PIECE_BYTES)]
@@ -214,13 +217,19 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
         queue = iter(jobs)
         for job in itertools.islice(queue, IN_FLIGHT):
             pending.append((pool.apply_async(_split_range, (job,)), job[2]))
+        workers = running = True
         while pending:
             result, end = pending.popleft()
             rest, count, tally, cut = result.get()
             seen, set_aside = seen + count, set_aside + sum(tally)
-            worth_it = seen < IN_FLIGHT * 1000 or 2 * set_aside >= seen
+            if workers and seen >= DECIDE_AFTER_LINES and 2 * set_aside < seen:
+                workers = False
+            if not workers and running and not any(isinstance(r, multiprocessing.pool.AsyncResult) for r, _ in pending):
+                pool.close()                # nothing more for them: they exit now, not at the end of the file
+                pool.join()
+                running = False
             for job in itertools.islice(queue, 1):
-                pending.append((pool.apply_async(_split_range, (job,)) if worth_it else _Here(job), job[2]))
+                pending.append((pool.apply_async(_split_range, (job,)) if workers else _Here(job), job[2]))
             for rel, raw in rest:
                 yield number + rel, _decode(raw, inp)
             number += count
