@@ -12,7 +12,6 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .capacity import FIXES
 from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef, SuppressedFinding, Suppression
 from .ruleset import Condition, Node, RuleSet
 
@@ -208,6 +207,7 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str,
     fixes: list[Fix] = []
     if chosen is not None and full:
         for name in chosen[-1].fixes:
+            from .capacity import FIXES     # the capacity model, only once a fix is computed
             fixes.extend(FIXES[name](facts))
     not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
     return Diagnosis(verdict=verdict, confidence=confidence, rule_path=path_ids, findings=tuple(findings),
