@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Write a realistic vLLM V1 server log of a given size, deterministically.
+"""Write a realistic vLLM server log of a given size and kind, deterministically.
 
-A busy OpenAI-compatible server: a normal startup, then hours of serving with request logging
-(prompts of varied length), uvicorn access lines and a stats line every 10 s, the odd warning, and
-near the end an out-of-memory error while serving with its traceback and the engine's death.
+serving (the default): a busy OpenAI-compatible V1 server: a normal startup, then hours of serving
+with request logging (prompts of varied length), uvicorn access lines and a stats line every 10 s,
+the odd warning, and near the end an out-of-memory error while serving with its traceback and the
+engine's death.
+stats-v1, stats-v0: a server run with --disable-log-requests and --disable-uvicorn-access-log:
+a startup, then nothing but stats lines (V1 `Engine 000: ...` every 10 s; V0 `Avg prompt
+throughput ...` every 5 s, the old prefix without brackets), the odd preemption, the same failure.
+debug: VLLM_LOGGING_LEVEL=DEBUG: the engine's and the API server's DEBUG chatter (path-style file
+tokens), a stats line every 10 s and the request lines between.
 
-usage: python bench/make_log.py OUT.log [--mb 1024] [--seed 1]
+usage: python bench/make_log.py OUT.log [--mb 1024] [--seed 1] [--kind serving|stats-v1|stats-v0|debug]
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import random
 
 WORDS = ("the of and to in is you that it he was for on are as with his they at be this have from or one had by "
@@ -52,21 +59,114 @@ FAILURE = """\
 """
 
 
+FAILURE_V0 = """\
+ERROR {ts} async_llm_engine.py:57] Engine background task failed
+ERROR {ts} async_llm_engine.py:57] Traceback (most recent call last):
+ERROR {ts} async_llm_engine.py:57]   File "/usr/local/lib/python3.12/dist-packages/vllm/engine/async_llm_engine.py", line 47, in _log_task_completion
+ERROR {ts} async_llm_engine.py:57]     return_value = task.result()
+ERROR {ts} async_llm_engine.py:57]   File "/usr/local/lib/python3.12/dist-packages/vllm/worker/model_runner.py", line 1654, in execute_model
+ERROR {ts} async_llm_engine.py:57]     hidden_or_intermediate_states = model_executable(
+ERROR {ts} async_llm_engine.py:57] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.12 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.31 GiB is free. Including non-PyTorch memory, this process has 77.86 GiB memory in use. Of the allocated memory 74.92 GiB is allocated by PyTorch, and 1.01 GiB is reserved by PyTorch but unallocated.
+"""
+
+_EPOCH = datetime.datetime(2025, 11, 29)
+
+
 def stamp(t: int) -> str:
-    day, rest = divmod(t, 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    return f"11-{29 + day:02d} {h:02d}:{m:02d}:{s:02d}"
+    """vLLM's yearless `MM-DD HH:MM:SS`, `t` seconds into 2025-11-29."""
+    return (_EPOCH + datetime.timedelta(seconds=t)).strftime("%m-%d %H:%M:%S")
 
 
-def write(path: str, size: int, seed: int) -> int:
+KINDS = ("serving", "stats-v1", "stats-v0", "debug")
+
+STARTUP_V0 = """\
+INFO 08-06 09:00:01 api_server.py:212] vLLM API server version 0.6.3.post1
+INFO 08-06 09:00:01 api_server.py:213] args: Namespace(host=None, port=8000, model='meta-llama/Meta-Llama-3.1-70B-Instruct', max_model_len=32768, gpu_memory_utilization=0.9, tensor_parallel_size=4, swap_space=4, disable_log_requests=True)
+INFO 08-06 09:00:09 llm_engine.py:237] Initializing an LLM engine (v0.6.3.post1) with config: model='meta-llama/Meta-Llama-3.1-70B-Instruct', speculative_config=None, tokenizer='meta-llama/Meta-Llama-3.1-70B-Instruct', dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=4, pipeline_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto, enable_prefix_caching=False
+INFO 08-06 09:01:40 model_runner.py:1067] Loading model weights took 32.8885 GB
+INFO 08-06 09:01:52 distributed_gpu_executor.py:57] # GPU blocks: 11021, # CPU blocks: 3276
+INFO 08-06 09:01:52 distributed_gpu_executor.py:61] Maximum concurrency for 32768 tokens per request: 5.38x
+INFO 08-06 09:02:20 model_runner.py:1523] Graph capturing finished in 28 secs.
+INFO 08-06 09:02:21 launcher.py:19] Available routes are:
+"""
+
+DEBUG_LINES = (
+    "(EngineCore_DP0 pid=311) DEBUG {ts} [v1/engine/core.py:745] EngineCore loop active.",
+    "(EngineCore_DP0 pid=311) DEBUG {ts} [v1/engine/core.py:739] EngineCore waiting for work.",
+    "(EngineCore_DP0 pid=311) DEBUG {ts} [v1/core/sched/scheduler.py:{n}] Scheduled {r} requests, {t} tokens "
+    "({p} prefill, {d} decode); {w} waiting.",
+    "(EngineCore_DP0 pid=311) DEBUG {ts} [v1/worker/gpu_model_runner.py:{n}] Padding batch of {r} to cudagraph size {c}.",
+    "(APIServer pid=1) DEBUG {ts} [v1/engine/async_llm.py:{n}] Called check_health.",
+    "(APIServer pid=1) DEBUG {ts} [entrypoints/openai/api_server.py:{n}] Request chatcmpl-{rid} arrived; "
+    "{t} prompt tokens, max_tokens={c}.",
+    "(APIServer pid=1) DEBUG {ts} [v1/engine/output_processor.py:{n}] Request chatcmpl-{rid} streamed {d} tokens.",
+    "(Worker_TP0 pid=405) DEBUG {ts} [distributed/device_communicators/shm_broadcast.py:{n}] Broadcast block {r} "
+    "written by the writer; {w} readers pending.",
+)
+
+
+def _stats_line(rnd: random.Random, kind: str, ts: str) -> str:
+    kv = min(99.9, max(5.0, rnd.gauss(55, 15)))
+    if kind == "stats-v0":
+        return (f"INFO {ts} metrics.py:351] Avg prompt throughput: {rnd.uniform(500, 9000):.1f} tokens/s, "
+                f"Avg generation throughput: {rnd.uniform(300, 3000):.1f} tokens/s, Running: {rnd.randint(5, 60)} "
+                f"reqs, Swapped: 0 reqs, Pending: {rnd.choice((0, 0, 0, rnd.randint(1, 40)))} reqs, GPU KV cache "
+                f"usage: {kv:.1f}%, CPU KV cache usage: 0.0%.\n")
+    return (f"(APIServer pid=1) INFO {ts} [loggers.py:123] Engine 000: Avg prompt throughput: "
+            f"{rnd.uniform(500, 9000):.1f} tokens/s, Avg generation throughput: {rnd.uniform(300, 3000):.1f} "
+            f"tokens/s, Running: {rnd.randint(5, 60)} reqs, Waiting: {rnd.choice((0, 0, 0, rnd.randint(1, 40)))} "
+            f"reqs, GPU KV cache usage: {kv:.1f}%, Prefix cache hit rate: {rnd.uniform(10, 60):.1f}%\n")
+
+
+def write(path: str, size: int, seed: int, kind: str = "serving") -> int:
+    if kind == "serving":
+        return _write_serving(path, size, seed)
+    rnd = random.Random(seed)
+    written = lines = 0
+    t = 21 * 3600 + 2 * 60 + 45
+    head = STARTUP_V0 if kind == "stats-v0" else STARTUP.format()
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(head)
+        while written < size - 4096:
+            if kind == "debug":
+                t += rnd.choice((0, 0, 0, 1))
+                ts = stamp(t)
+                chunk = "".join(rnd.choice(DEBUG_LINES).format(
+                    ts=ts, n=rnd.randint(100, 3000), r=rnd.randint(1, 256), t=rnd.randint(1, 8192),
+                    p=rnd.randint(0, 8), d=rnd.randint(1, 256), w=rnd.randint(0, 40), c=rnd.choice((8, 16, 32, 64)),
+                    rid=f"{rnd.getrandbits(64):016x}") + "\n" for _ in range(20))
+                lines += 20
+                if rnd.random() < 0.05:
+                    chunk += _stats_line(rnd, "stats-v1", ts)
+                    lines += 1
+            else:
+                t += 10 if kind == "stats-v1" else 5
+                ts = stamp(t)
+                chunk = _stats_line(rnd, kind, ts)
+                lines += 1
+                if kind == "stats-v0" and rnd.random() < 0.002:
+                    chunk += (f"WARNING {ts} scheduler.py:1489] Sequence group cmpl-{rnd.getrandbits(64):016x}-0 is "
+                              "preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. "
+                              "This can affect the end-to-end performance. Increase gpu_memory_utilization or "
+                              f"tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption="
+                              f"{rnd.randint(1, 5000)}\n")
+                    lines += 1
+            out.write(chunk)
+            written += len(chunk)
+        failure = (FAILURE_V0 if kind == "stats-v0" else FAILURE).format(ts=stamp(t + 1))
+        out.write(failure)
+        lines += failure.count("\n")
+    return lines + head.count("\n")
+
+
+def _write_serving(path: str, size: int, seed: int) -> int:
     rnd = random.Random(seed)
     written = 0
     lines = 0
     t = 21 * 3600 + 2 * 60 + 45
     next_stats = t + 10
     with open(path, "w", encoding="utf-8") as out:
-        out.write(STARTUP)
+        out.write(STARTUP.format())
         request = 0
         while written < size - 4096:
             t += rnd.choice((0, 0, 0, 1))
@@ -107,8 +207,9 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--mb", type=int, default=1024, help="size in MiB (default 1024)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kind", choices=KINDS, default="serving")
     args = parser.parse_args()
-    lines = write(args.out, args.mb << 20, args.seed)
+    lines = write(args.out, args.mb << 20, args.seed, args.kind)
     print(f"wrote {args.out}: {lines:,} lines")
 
 

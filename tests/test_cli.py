@@ -160,3 +160,19 @@ def test_a_long_read_shows_progress_on_a_terminal_and_never_in_a_pipe():
     code, out, err = _slow_stdin_run(stderr_is_terminal=False)
     assert code == 0 and json.loads(out)["verdict"] == "healthy"
     assert b"reading" not in err and b"\r" not in err
+
+
+def test_a_text_report_does_not_load_http_templates_or_gpu_code(tmp_path):
+    """Start-up: `vtriage --version` and a log read into a text report import neither requests (HTTP),
+    jinja2 (the HTML report) nor the GPU and self-test code (docs/performance.md)."""
+    import subprocess
+    import sys
+    log = tmp_path / "x.log"
+    log.write_text("(APIServer pid=1) INFO 11-29 21:00:01 [api_server.py:1885] vLLM API server version 0.10.2\n")
+    heavy = ("requests", "urllib3", "jinja2", "triage.gpu", "triage.selftest", "triage.alerts", "triage.metricinputs")
+    for args in (["--version"], [str(log)]):
+        code = ("import sys, runpy; sys.argv = ['vtriage', *sys.argv[1:]]\n"
+                "try:\n    runpy.run_module('triage', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+                f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+        out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
+        assert out.strip().splitlines()[-1] == "[]", (args, out)

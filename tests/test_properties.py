@@ -222,8 +222,21 @@ def test_glue_precheck_never_hides_a_split(piece):
         assert _may_hold_glued_record(piece)
 
 
+BULK_BITS = [a.decode() for group in KIT.signatures.bulk_anchors for a in group]
+
+
+@st.composite
+def near_bulk_line(draw) -> str:
+    """A line with bulk anchors, their pieces and near misses around the head window's edge."""
+    anchor = draw(st.sampled_from(BULK_BITS))
+    cut = draw(st.integers(0, len(anchor)))
+    piece = draw(st.sampled_from([anchor, anchor[:cut], anchor[cut:], anchor[:cut] + "x" + anchor[cut:]]))
+    pad = draw(st.integers(0, 260)) if draw(st.booleans()) else 240 - len(piece) + draw(st.integers(-2, 2))
+    return "y" * max(0, pad) + piece + draw(st.text(max_size=10))
+
+
 @FAST
-@given(st.lists(st.one_of(st.sampled_from(SAMPLES), st.text(max_size=300),
+@given(st.lists(st.one_of(st.sampled_from(SAMPLES), st.text(max_size=300), near_bulk_line(),
                           st.sampled_from(["", "x" * 300 + "Received request r1: prompt: 'a'"])), max_size=30))
 def test_block_split_is_a_per_line_search_of_each_head(lines):
     from triage.scan import HEAD_WINDOW, split_block
@@ -233,9 +246,99 @@ def test_block_split_is_a_per_line_search_of_each_head(lines):
     kept, count, tally = split_block(block, patterns, 10)
     expect_kept, expect_tally = [], [0] * len(patterns)
     for i, line in enumerate(raw):
-        claimed = next((k for k, p in enumerate(patterns) if p.search(line[:HEAD_WINDOW])), None)
+        claimed = next((k for k, group in enumerate(KIT.signatures.bulk_anchors)
+                        if any(anchor in line[:HEAD_WINDOW] for anchor in group)), None)
         if claimed is not None:
             expect_tally[claimed] += 1
         elif line:
             expect_kept.append((10 + i, line))
     assert (kept, count, tally) == (expect_kept, len(raw), expect_tally)
+
+
+# Numbers as vLLM prints them, and ones it never does (several dots, other scripts' digits, huge).
+NUMBERS = st.one_of(st.integers(0, 10**6).map(str), st.floats(0, 1e5).map(lambda f: f"{f:.1f}"),
+                    st.sampled_from(["0", "1.2.3", ".", "00", "٣", "9" * 5000, "1e5", "-1", ""]))
+
+
+@st.composite
+def stats_message(draw) -> str:
+    """A stats line's message, V1 or V0, as vLLM prints it or slightly off, maybe with another anchor."""
+    n = lambda: draw(NUMBERS)  # noqa: E731
+    if draw(st.booleans()):
+        head = draw(st.sampled_from([f"Engine {n()}: ", f"{n()} Engines Aggregated: ", "", "Engine x: "]))
+        text = (f"{head}Avg prompt throughput: {n()} tokens/s, Avg generation throughput: {n()} tokens/s, "
+                f"Running: {n()} reqs, Waiting: {n()} reqs, ")
+        if draw(st.booleans()):
+            text += f"Preemptions: {n()}, "
+        text += draw(st.sampled_from(["GPU KV cache usage: ", "KV cache usage: ", "GPU KV cache usage:"])) + n() + "%"
+        if draw(st.booleans()):
+            text += f", Prefix cache hit rate: {n()}%"
+    else:
+        text = (f"Avg prompt throughput: {n()} tokens/s, Avg generation throughput: {n()} tokens/s, Running: {n()} "
+                f"reqs, Swapped: {n()} reqs, Pending: {n()} reqs")
+        if draw(st.booleans()):
+            text += f", GPU KV cache usage: {n()}%, CPU KV cache usage: {n()}%"
+    text += draw(st.sampled_from(["", ".", "..", " ", "x", "%"]))
+    if draw(st.integers(0, 4)) == 0:
+        cut = draw(st.integers(0, len(text)))
+        text = text[:cut] + draw(st.sampled_from(ANCHORS)) + text[cut:]
+    return text
+
+
+@FAST
+@given(stats_message())
+def test_stats_shapes_give_what_the_signatures_give(message):
+    _match_agrees_with_a_plain_scan(message)
+
+
+def test_stats_shapes_are_used_with_the_bundled_signatures():
+    """The fast path is on for the signatures vtriage ships (a change to them must keep it on, or say why)."""
+    shapes = KIT.signatures._shapes["Avg prompt throughput: "]
+    for sig in ("stats_v0", "stats_v1"):
+        message = next(records([(1, KIT.signatures.by_id[sig].samples[0])])).message
+        assert any(shape.match(message) for shape, _, _ in shapes), sig
+
+
+@st.composite
+def prefixed_line(draw) -> str:
+    """A line of vLLM's usual shape, or close to it: process groups, rank, level, time, file, message."""
+    groups = draw(st.lists(st.sampled_from(["(APIServer pid=1) ", "(EngineCore_DP0 pid=7) ", "( pid=3)",
+                                            "(VllmWorker rank=0 pid=3, ip=10.0.0.1) ", "(x pid=1)", "[rank0]: ",
+                                            "(a(b) pid=2) ", "(Worker pid=x) "]), max_size=2))
+    level = draw(st.sampled_from(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "INFO:", "info"]))
+    when = draw(st.sampled_from([" 01-02 03:04:05 ", " 01-02 03:04:05.123 ", " 1-02 03:04:05 ", " 01-02 03:04:05,9 "]))
+    where = draw(st.sampled_from(["[core.py:12] ", "core.py:12] ", "[v1/engine/core.py:7]", "[1m.py:3] ",
+                                  "[a b.py:1] ", "[x.py:y] "]))
+    message = draw(st.one_of(st.text(max_size=60), glued_records(), st.sampled_from(SAMPLES),
+                             st.lists(st.sampled_from(LEVEL_BITS + ["\x1b[0m", "^[[0;36m", "[36m", "\r", "{", "|",
+                                                                     "2025-07-07T15:19:48Z "]), max_size=8).map("".join)))
+    return "".join(groups) + level + when + where + message
+
+
+@FAST
+@given(prefixed_line())
+@example("(APIServer pid=1) INFO 01-02 03:04:05 [core.py:1] text\r more")
+@example("(x pid=1)(y pid=2) INFO 01-02 03:04:05 [core.py:1] text")
+@example("INFO 01-02 03:04:05 [core.py:1] a\x1b[0m")
+def test_plain_records_are_what_the_full_envelope_gives(line):
+    from triage import envelope
+    fast = envelope.plain_record(9, line)
+    if fast is None:
+        return
+    slow = list(envelope._records_unwrapped([(9, line)]))
+    assert slow == [fast]
+
+
+@FAST
+@given(st.one_of(anchor_soup(), stats_message(), st.text(max_size=80)))
+def test_anchors_are_found_the_same_without_the_aho_corasick_wheel(message):
+    """Where ahocorasick-rs has no wheel, the regex trie finds the same anchors."""
+    from triage import signatures
+    plain = {a for a in ANCHORS if a in message}
+    assert KIT.signatures.anchors_in(message) == plain
+    automaton, KIT.signatures._automaton = KIT.signatures._automaton, None
+    try:
+        assert KIT.signatures.anchors_in(message) == plain
+    finally:
+        KIT.signatures._automaton = automaton
+    assert signatures.ahocorasick_rs is None or automaton is not None

@@ -93,3 +93,20 @@ def test_a_flood_of_one_kind_keeps_its_first_and_last(kit, monkeypatch):
     (attempt,) = list(split_attempts(parse, kit.signatures))
     lines = [e.source.line for e in attempt.events]
     assert lines == list(range(1, 11)) + list(range(491, 501))
+
+
+def test_a_log_with_little_to_set_aside_is_split_here_with_the_same_result(kit, tmp_path, monkeypatch):
+    """Stats lines only: after the first pieces the reader stops sending pieces to the workers
+    (every line would come back to be parsed) and splits the rest itself; the lines are the same."""
+    path = tmp_path / "stats.log"
+    path.write_text("".join(STATS.format(m=i // 60 % 60, s=i % 60, r=i % 9, w=i % 3, kv=50.0) + "\n" for i in range(9000))
+                    + "".join(_request(i, "x") + "\n" for i in range(3000)))
+    keys = kit.signatures.bulk_patterns
+    one = _read(path, keys)
+    monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 8192)
+    here = []
+    original = sources._Here.get
+    monkeypatch.setattr(sources._Here, "get", lambda self: here.append(1) or original(self))
+    two = _read(path, keys)
+    assert two == one and here

@@ -12,33 +12,24 @@ import tempfile
 import time
 from datetime import date
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import click
 
 from . import __version__
-from .alerts import AlertSpec, header_lines, metric_names, render
-from .diff import compare
 from .errors import InputError, TriageError
 from .gate import verdicts_failing
-from .gpu import GpuSnapshot, import_nvml, probe, snapshot_facts, snapshot_json
-from .gpusmi import read_gpu_input
-from .httpget import HttpOptions, parse_header
-from .metricinputs import MetricsRead, read_files, read_prometheus, read_urls
 from .model import VERDICTS, InputSummary, Report
-from .pipeline import Toolkit, build_report
-from .redact import Redactor
 from .render import RENDERERS
-from .render.diff import render_diff_json, render_diff_text
-from .render.gpu import render_gpu_text
-from .render.selftest import render_selftest_json, render_selftest_text
-from .ruleset import load_rules
-from .runbooks import resolve_topic, runbook_link, runbook_text
-from .selftest import bundled_fixtures, run_selftest
-from .signatures import load_signatures
-from .sources import open_log, read_small_text
 from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
-from .timewindow import utc_now
+
+# The rest is imported where it is used: `vtriage --version` and a small log must not wait for HTTP,
+# templates, the capacity model, GPU probing or the self-test (see docs/performance.md, start-up).
+if TYPE_CHECKING:
+    from .gpu import GpuSnapshot
+    from .httpget import HttpOptions
+    from .metricinputs import MetricsRead
+    from .pipeline import Toolkit
 
 EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -52,6 +43,9 @@ def exit_code_for(verdict: str) -> int:
 
 
 def load_toolkit(rules_dir: str | None) -> Toolkit:
+    from .pipeline import Toolkit
+    from .ruleset import load_rules
+    from .signatures import load_signatures
     directory = Path(rules_dir) if rules_dir else None
     return Toolkit(rules=load_rules(directory), signatures=load_signatures(directory / "signatures" if directory else None))
 
@@ -138,6 +132,7 @@ def cli() -> None:
 def _http_options(headers: Sequence[str], ca_cert: str | None, insecure: bool, connect_timeout: float,
                   read_timeout: float, api_key: bool) -> HttpOptions:
     """Headers from --header, plus vLLM's own convention: VLLM_API_KEY as a bearer token."""
+    from .httpget import HttpOptions, parse_header
     parsed = dict(parse_header(h) for h in headers)
     key = os.environ.get("VLLM_API_KEY")
     if api_key and key and not any(name.lower() == "authorization" for name in parsed):
@@ -171,6 +166,9 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
     if o["insecure"] and o["ca_cert"]:
         raise click.UsageError("--insecure and --ca-cert contradict each other; give one")
     interval_given = ctx.get_parameter_source("interval") == click.core.ParameterSource.COMMANDLINE
+    if not given:
+        return None
+    from .metricinputs import read_files, read_prometheus, read_urls
     if o["metrics_files"]:
         return read_files(o["metrics_files"], o["interval"] if interval_given else None)
     web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"])
@@ -254,6 +252,9 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     """Diagnose FILE... (use - for stdin). Several files are read as one incident; metrics join them.
 
     What the log lacks can be given: --gpu NAME or --gpu-memory-gib, --gpus, --model-config."""
+    from .redact import Redactor
+    from .pipeline import build_report
+    from .sources import open_log
     metrics_files = metric_options["metrics_files"]
     if not files and not any(metric_options[k] for k in ("metrics_files", "metrics_urls", "prometheus_url")):
         raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
@@ -268,7 +269,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
     snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
-    gpu_facts, gpu_warnings = snapshot_facts(snapshot) if snapshot else ({}, [])
+    gpu_facts, gpu_warnings = _gpu_facts(snapshot) if snapshot else ({}, [])
     metrics = _read_metrics(ctx, metric_options)
     redactor = Redactor(enabled=not no_redact, prompts=redact_prompts)
     progress = [ProgressLine(inp.name, None if inp.compression else inp.size)   # bytes read are decompressed ones
@@ -276,6 +277,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     for inp, line in zip(inputs, progress):
         inp.progress = line
     since, until = metric_options["since"], metric_options["until"]
+    from .timewindow import utc_now
     window = (since, until, utc_now()) if (since or until) and not metric_options["prometheus_url"] else None
     try:
         report = build_report(inputs, kit, redactor, metrics.samples if metrics else (),
@@ -357,6 +359,9 @@ def _changes(options: dict) -> dict:
 
 
 def _log_facts(path: str, rules_dir: str | None) -> dict:
+    from .redact import Redactor
+    from .pipeline import build_report
+    from .sources import open_log
     kit = load_toolkit(rules_dir)
     redactor = Redactor()
     report = build_report([open_log(path)], kit, redactor)
@@ -368,6 +373,7 @@ def _log_facts(path: str, rules_dir: str | None) -> dict:
 
 
 def _lengths_from_metrics(paths: tuple[str, ...]):
+    from .metricinputs import read_files
     from .capacity.lengths import observed_lengths
     lengths = observed_lengths(read_files(paths, None).samples) if paths else None
     if paths and lengths is None:
@@ -486,7 +492,10 @@ def check_command(model_config: str | None, from_log: str | None, gpu_memory_gib
 
 
 def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None, model_config: str | None):
-    """What the user says the log lacks: the GPU (by name or memory), the node's GPU count, the model's config."""
+    """What the user says the log lacks: the GPU (by name or memory), the node's GPU count, the model's config;
+    None when nothing is given (the capacity model then loads only if a fix needs it)."""
+    if not (gpu_name or gpu_memory_gib or gpus or model_config):
+        return None
     from .capacity.catalog import GPU_NAMES, known_gpu
     from .capacity.registry import Given
     if gpu_name and gpu_memory_gib:
@@ -503,10 +512,18 @@ def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None,
 
 def _gpu_snapshot(path: str | None, probe_now: bool, vllm_pids: Sequence[int]) -> GpuSnapshot | None:
     if path:
+        from .gpusmi import read_gpu_input
+        from .sources import read_small_text
         return read_gpu_input(read_small_text(path), path, vllm_pids)
     if probe_now:
+        from .gpu import import_nvml, probe
         return probe(import_nvml(), vllm_pids)
     return None
+
+
+def _gpu_facts(snap: GpuSnapshot):
+    from .gpu import snapshot_facts
+    return snapshot_facts(snap)
 
 
 def gpu_input(snap: GpuSnapshot) -> InputSummary:
@@ -528,6 +545,10 @@ def gpu_command(as_json: bool, from_file: str | None, vllm_pids: tuple[int, ...]
     Run it on the GPU node (NVML, from `pip install 'vtriage[gpu]'`). Exit codes: 0 only vLLM holds
     memory, 1 another process does, 3 a process cannot be told apart from vLLM, 4 no GPU, driver or
     nvidia-ml-py here."""
+    from .gpu import import_nvml, probe, snapshot_json
+    from .gpusmi import read_gpu_input
+    from .render.gpu import render_gpu_text
+    from .sources import read_small_text
     snap = read_gpu_input(read_small_text(from_file), from_file, vllm_pids) if from_file else \
         probe(import_nvml(), vllm_pids)
     text = snapshot_json(snap) if as_json else render_gpu_text(snap)
@@ -542,6 +563,9 @@ def gpu_command(as_json: bool, from_file: str | None, vllm_pids: tuple[int, ...]
 
 def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:
     """The report of log files alone (no metrics), as `vtriage FILE...` would give it."""
+    from .redact import Redactor
+    from .pipeline import build_report
+    from .sources import open_log
     redactor = Redactor(enabled=not no_redact)
     return build_report([open_log(path) for path in files], kit, redactor)
 
@@ -562,6 +586,8 @@ def diff_command(pair: tuple[str, ...], before: tuple[str, ...], after: tuple[st
                  no_config: bool, ignore: tuple[str, ...]) -> None:
     """Did the fix work? Compare the server's log BEFORE and AFTER a change: verdict, KV headroom,
     preemption, concurrency and settings, side by side. Exits as `vtriage AFTER` would."""
+    from .diff import compare
+    from .render.diff import render_diff_json, render_diff_text
     if pair and (before or after):
         raise click.UsageError("give BEFORE AFTER, or --before/--after, not both")
     if pair:
@@ -605,6 +631,8 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
                    rules_dir: str | None, config_path: str | None, no_config: bool, ignore: tuple[str, ...]) -> None:
     """Print alert rules that would catch LOG's failure next time: KV cache near full, preemption rate,
     a growing queue, restarts; with the metric names of the vLLM version in LOG (or --vllm-version)."""
+    from .alerts import AlertSpec, header_lines, metric_names, render
+    from .runbooks import runbook_link
     import re
     if namespace is not None and not re.fullmatch(_DNS_LABEL, namespace):
         raise click.UsageError(f"--namespace {namespace!r} is not a Kubernetes namespace name (lower case, digits, -)")
@@ -652,6 +680,8 @@ def selftest_command(fixtures_dir: str | None, rules_dir: str | None, fmt: str, 
     """Diagnose the bundled fixture logs (each verdict in each vLLM generation) and print a pass/fail
     table: one command to check an install, a rules change, or logs of a new vLLM version.
     Exit 0 when every fixture passes, 1 when one does not."""
+    from .render.selftest import render_selftest_json, render_selftest_text
+    from .selftest import bundled_fixtures, run_selftest
     directory = Path(fixtures_dir) if fixtures_dir else bundled_fixtures()
     if fixtures_dir and not directory.is_dir():
         raise InputError(fixtures_dir, "is not a directory", "give a folder holding manifest.toml and logs/")
@@ -667,6 +697,7 @@ def selftest_command(fixtures_dir: str | None, rules_dir: str | None, fmt: str, 
 @click.option("--rules", "rules_dir", metavar="DIR", help="Resolve rule ids in DIR instead of the bundled rules.")
 def explain_command(topic: str | None, rules_dir: str | None) -> None:
     """Print the runbook for VERDICT (or for the verdict a RULE gives); without one, list them."""
+    from .runbooks import resolve_topic, runbook_text
     kit = load_toolkit(rules_dir)
     if topic is None:
         for verdict in VERDICTS:

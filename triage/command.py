@@ -430,6 +430,8 @@ def build_command(launch: Launch, fix: Fix, args: ArgumentList, fix_index: int) 
 def headline_command(fixes: Sequence[Fix], events: Iterable[LogEvent], version: str | None) -> LaunchCommand | None:
     """The first checked flag fix applied to the incident's own launch; None when no checked fix sets a flag
     this release has."""
+    if not any(f.status == "checked" and f.value is not None and (f.flag or f.also_set) for f in fixes):
+        return None                                   # nothing to paste: the argument lists stay unread
     events = list(events)
     printed = [e for e in events if e.kind == "args" and e.fields.get("args_text")]
     keys: dict[str, Any] = {}

@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from .capacity import FIXES
-from .capacity.registry import NOTHING_GIVEN, Given, arrange_fixes
 from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef, SuppressedFinding, Suppression
 from .ruleset import Condition, Node, RuleSet
+
+if TYPE_CHECKING:
+    from .capacity.registry import Given
 
 RULED_OUT_ORDER = ("weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown",
                    "other_failure", "healthy")
@@ -182,7 +183,7 @@ def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: T
 
 
 def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str, Suppression] | None = None,
-             full: bool = True, given: Given = NOTHING_GIVEN) -> Diagnosis:
+             full: bool = True, given: Given | None = None) -> Diagnosis:
     """The verdict, its reasoning path, the other classes ruled out, and the fixes with numbers (sized with what
     the user gave beyond the log: `given`). `full=False` stops at the verdict: enough for the earlier attempts
     of a restarting server."""
@@ -210,12 +211,19 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str,
     fixes: list[Fix] = []
     if chosen is not None and full:
         for name in chosen[-1].fixes:
-            fixes.extend(FIXES[name](facts, given))
+            from .capacity import FIXES     # the capacity model, only once a fix is computed
+            fixes.extend(FIXES[name](facts, given or _nothing_given()))
+        from .capacity.registry import arrange_fixes
         fixes = list(arrange_fixes(fixes, facts, verdict))
     not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
     return Diagnosis(verdict=verdict, confidence=confidence, rule_path=path_ids, findings=tuple(findings),
                      ruled_out=tuple(_ruled_out(rules, verdict, facts, trace, silenced)) if full else (),
                      fixes=tuple(fixes), facts=dict(facts), not_evaluated=not_evaluated, suppressed=tuple(silenced))
+
+
+def _nothing_given() -> Given:
+    from .capacity.registry import NOTHING_GIVEN
+    return NOTHING_GIVEN
 
 
 def _ancestors(rules: RuleSet, node: Node) -> list[str]:

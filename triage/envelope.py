@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import re
 
@@ -70,8 +70,8 @@ class Record:
     vllm_prefix: bool        # carried vLLM's logger prefix
     prefixed: bool           # carried any prefix at all (so it starts a record)
     width: int = 0           # characters on its physical line, as a terminal shows it (for wrap detection)
-    repeated: int = 0        # Ray's "[repeated Nx across cluster]": N more actors printed this line
     wall_time: str | None = None   # the collector's own time (kubectl/docker ISO, syslog), which may carry a year
+    repeated: int = 0        # Ray's "[repeated Nx across cluster]": N more actors printed this line
 
     @property
     def continues_previous(self) -> bool:
@@ -221,10 +221,44 @@ def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, p
                   wall_time=when)
 
 
+# The shape nearly every line of a vLLM log has: at most one "(Name pid=N)" group, then the logger
+# prefix, no collector wrapper, colour code, carriage return or glued record. Built from the same
+# pieces `_parse_prefixes` reads (the process group atomic, as its own match is), so where this
+# matches and the checks in `plain_record` pass, the full path gives the very same record.
+_PLAIN = re.compile(r"(?>" + _PROCESS.pattern + r")?" + _LOGGER.pattern)
+
+
+def plain_record(number: int, raw: str) -> Record | None:
+    """The record of a line of that common shape, read in one match; None for any other line."""
+    m = _PLAIN.match(raw)
+    if m is None or "\r" in raw or (("\x1b" in raw or "[" in raw) and _ANSI.search(raw)) \
+            or (_may_hold_glued_record(raw) and _GLUED.search(raw)) or raw.endswith("across cluster]"):
+        return None
+    pid = m["pid"]
+    if pid is None:
+        process = None
+    else:
+        name = m["name"].strip()
+        process = f"{name} pid={pid}" if name else f"pid={pid}"
+    return Record(number, raw, raw[m.end():], process, m["level"], f"{m['date']} {m['time']}", True, True,
+                  len(raw), None)
+
+
 def records(lines: Iterable[tuple[int, str]]) -> Iterator[Record]:
     """Turn numbered physical lines into cleaned records, joining lines a collector split."""
+    return _records_unwrapped(lines, plain_record)
+
+
+def _records_unwrapped(lines: Iterable[tuple[int, str]],
+                       plain: Callable[[int, str], Record | None] = lambda number, raw: None) -> Iterator[Record]:
+    """`records`, with `plain` reading the common shape in one step (None: every line the full way)."""
     pending: tuple[int, str] | None = None      # a partial line (docker 16 KiB split, CRI "P")
     for number, raw in lines:
+        if pending is None:
+            rec = plain(number, raw)
+            if rec is not None:
+                yield rec
+                continue
         text = strip_ansi(raw)
         content, when, level, process, partial, wrapped = _unwrap_outer(text)
         if wrapped:

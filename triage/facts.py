@@ -18,6 +18,8 @@ MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "fre
                              "memory_profiling_error"})
 # Failures that say something broke but not what: a specific failure on any line explains them.
 GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died"})
+# Failures of one request the server refuses and goes on from (a prompt longer than max_model_len).
+REQUEST_FAILURES = frozenset({"request_rejected"})
 SELF_MATCH_GIB = 1.5        # torch's "Process N has X" is vLLM itself when X ~ its own allocations
 CUDA_CONTEXT_GIB = 1.0      # a process's CUDA context and libraries, outside torch's allocator (0.3-1 GiB)
 DEFAULT_BLOCK_SIZE = 16
@@ -26,6 +28,7 @@ MAX_EVIDENCE = 4
 _SERVING_KINDS: Mapping[str, str] = {
     "stats": "it printed periodic stats", "preemption": "it preempted a request",
     "serving_progress": "it was processing prompts",
+    "request_rejected": "it answered a request it refused",
 }
 
 
@@ -361,6 +364,7 @@ def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEv
     # Once the server is told to stop, its teardown raises generic errors (EngineDeadError, a cancelled
     # output handler) that are the shutdown itself; a specific failure (an OOM) still counts.
     failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
+               and sig.failure not in REQUEST_FAILURES
                and (stop is None or e.seq < stop or sig.failure not in GENERIC_FAILURES)]
     fatal = [e for e in failing if not _recovered(e, events, signatures)]
 
@@ -423,7 +427,7 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
         out.put("engine_died", True, [died[0].source])
     transient = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
                  and sig.failure != "unidentified_error"      # a traceback's own error line is counted
-                 and e is not failure and _recovered(e, events, signatures)]
+                 and e is not failure and (sig.failure in REQUEST_FAILURES or _recovered(e, events, signatures))]
     if transient:
         out.put("transient_errors", len(transient), [e.source for e in transient])
     if failure is None:

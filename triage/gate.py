@@ -6,11 +6,13 @@ severity or worse. Severities are set per verdict in rules/classes/*.toml (docs/
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .errors import InputError
 from .model import SEVERITIES, VERDICTS
-from .ruleset import VerdictClass
+
+if TYPE_CHECKING:     # annotations only: importing the rules costs `vtriage --version` its start-up
+    from .ruleset import VerdictClass
 
 
 def verdicts_failing(values: Iterable[str], classes: Mapping[str, VerdictClass]) -> frozenset[str]:

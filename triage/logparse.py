@@ -29,6 +29,7 @@ KIND_HEAD, KIND_TAIL = 1_000, 1_000   # other events an attempt keeps per kind: 
 _TRACEBACK_BODY = re.compile(r"^(?:\s|[\^~]+\s*$|$)")
 _TEMPLATE_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.,:]\d+)*|'[^']{24,}'|\"[^\"]{24,}\"")
 _BANNER_KINDS = frozenset({"version", "args"})
+_TRACEBACK_KINDS = frozenset({"traceback_start", "traceback_frame"})
 
 
 class LogParse:
@@ -181,8 +182,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         if not hits and in_traceback.get(proc_key) and _TRACEBACK_BODY.match(message):
             traceback_body = True
         if hits:
-            kinds = {sig.kind for sig, _, _ in hits}
-            if kinds & {"traceback_start", "traceback_frame"}:
+            if any(sig.kind in _TRACEBACK_KINDS for sig, _, _ in hits):
                 in_traceback[proc_key] = True
             elif not message[:1].isspace():
                 in_traceback[proc_key] = False
@@ -191,7 +191,8 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         recognised = bool(hits) or traceback_body
         from_vllm = rec.vllm_prefix or rec.process is not None or any(not sig.generic for sig, _, _ in hits)
         coverage.mark(rec.line, last_line, recognised=recognised, vllm=from_vllm)
-        hits = [h for h in hits if not h[0].bulk]   # request traffic: recognised, never an event
+        if hits and any(h[0].bulk for h in hits):
+            hits = [h for h in hits if not h[0].bulk]   # request traffic: recognised, never an event
         if hits:
             redacted, to_redacted = redactor.redact_mapped(rec.text)
             offset = len(rec.text) - len(message)
@@ -200,9 +201,8 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
                                   MAX_EVIDENCE_CHARS)
                 if rec.repeated:
                     fields = {**fields, "repeated": rec.repeated}
-                yield LogEvent(kind=sig.kind, signature=sig.id, fields=redactor.fields(fields), process=rec.process,
-                               level=rec.level, timestamp=rec.timestamp,
-                               source=SourceRef(name, rec.line, text, span), seq=seq, wall_time=rec.wall_time)
+                yield LogEvent(sig.kind, sig.id, redactor.fields(fields), rec.process, rec.level, rec.timestamp,
+                               SourceRef(name, rec.line, text, span), seq, rec.wall_time)
                 seq += 1
         elif not traceback_body and rec.level in ("WARNING", "ERROR", "CRITICAL") and message.strip():
             text, _ = clip(redactor.text(rec.text), None, MAX_EVIDENCE_CHARS)
@@ -328,23 +328,31 @@ class _Bounded:
         return Attempt(index=self.index, events=events)
 
 
+_PEAKS = ("kv_usage", "running", "waiting", "swapped", "cpu_kv_usage")
+
+
 def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
-    """Two stats intervals as one: peaks kept, counts summed, the fuller interval's line as evidence."""
+    """Two stats intervals as one: peaks kept, counts summed, the fuller interval's line as evidence.
+
+    Called once per stats line of a long log (see _Bounded), so written out rather than generic."""
     fa, fb = a.fields, b.fields
     fields = dict(fb)
-    for key in ("kv_usage", "running", "waiting", "swapped", "cpu_kv_usage"):
-        values = [f[key] for f in (fa, fb) if key in f]
-        if values:
-            fields[key] = max(values)
+    for key in _PEAKS:
+        if key in fa:
+            if key in fb:
+                low, high = fa[key], fb[key]
+                fields[key] = high if high > low else low       # max(): the first of equal values
+            else:
+                fields[key] = fa[key]
+    kv_a, kv_b = fa.get("kv_usage", 0.0), fb.get("kv_usage", 0.0)
     fields["intervals"] = fa.get("intervals", 1) + fb.get("intervals", 1)
-    fields["kv_usage_sum"] = fa.get("kv_usage_sum", fa.get("kv_usage", 0.0)) + fb.get("kv_usage_sum", fb.get("kv_usage", 0.0))
-    fields["saturated"] = fa.get("saturated", int(fa.get("kv_usage", 0.0) >= KV_SATURATED)) + \
-        fb.get("saturated", int(fb.get("kv_usage", 0.0) >= KV_SATURATED))
+    fields["kv_usage_sum"] = fa.get("kv_usage_sum", kv_a) + fb.get("kv_usage_sum", kv_b)
+    fields["saturated"] = fa.get("saturated", int(kv_a >= KV_SATURATED)) + fb.get("saturated", int(kv_b >= KV_SATURATED))
     fields["saturated_queue"] = _saturated_queue(fa) + _saturated_queue(fb)
     if "preemptions" in fa or "preemptions" in fb:
         fields["preemptions"] = fa.get("preemptions", 0) + fb.get("preemptions", 0)
-    fuller = a if fa.get("kv_usage", 0.0) > fb.get("kv_usage", 0.0) else b
-    return dataclasses.replace(b, fields=fields, source=fuller.source)
+    source = a.source if kv_a > kv_b else b.source
+    return LogEvent(b.kind, b.signature, fields, b.process, b.level, b.timestamp, source, b.seq, b.wall_time)
 
 
 def _saturated_queue(fields: dict) -> int:

@@ -34,11 +34,12 @@ def read_files(paths: Sequence[str], interval: float | None) -> MetricsRead:
     """Saved snapshots (`curl .../metrics > m.prom`), one server, oldest first unless they say otherwise."""
     snapshots = []
     declared = []
+    label_sets: dict = {}
     for path in paths:
         text = read_small_text(path)
         lines = text.count("\n")
         name = "<stdin>" if path == "-" else path
-        snapshots.append(Snapshot(name, tuple(parse_exposition(text, name)), lines,
+        snapshots.append(Snapshot(name, tuple(parse_exposition(text, name, label_sets=label_sets)), lines,
                                   clock=None if path == "-" else os.stat(path).st_mtime, clock_is_mtime=True))
         declared.append(_summary(name, snapshots[-1].samples, lines, text))
     samples, how = order_snapshots(snapshots, interval)

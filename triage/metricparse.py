@@ -6,7 +6,6 @@ the order and time of several snapshots of one server, which rates and deltas ne
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
@@ -96,24 +95,57 @@ def declared_vllm_metrics(text: str, path: str) -> tuple[int, SourceRef | None]:
     return len(names), first
 
 
-def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None = None) -> list[MetricSample]:
+def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None = None,
+                     label_sets: dict[tuple, dict[str, str]] | None = None) -> list[MetricSample]:
     """All samples of one exposition, each with its line; a malformed file is an InputError.
 
     A sample's own timestamp (Prometheus /federate writes them) wins over `time`, the snapshot's.
+    `label_sets`, given the same for several snapshots of a server, lets the same series share one
+    labels dict, so another snapshot of 23k series costs no new dicts.
     """
     from prometheus_client.parser import text_fd_to_metric_families   # only when metrics are given
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     _refuse_other_formats(lines, path)
+    # The parser reads every line that is neither blank nor a comment as exactly one sample and yields
+    # them in file order (families in order, a family's samples in order), so the n-th sample comes
+    # from the n-th such line. Counting those lines is all it takes to number them, and the families
+    # are turned into samples as they come, so the parser's own objects never pile up.
+    numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()[:1] not in ("", "#")]
+    shared = {} if label_sets is None else label_sets
+    samples: list[MetricSample] = []
     feed = _NumberedLines(lines)
     try:
-        families = list(text_fd_to_metric_families(feed))
+        for family in text_fd_to_metric_families(feed):
+            for s in family.samples:
+                number, line = numbered[len(samples)] if len(samples) < len(numbered) else (0, "")
+                samples.append(_sample(s, path, number, line, scrape, time, shared))
     except (ValueError, TypeError, IndexError, KeyError) as exc:
         reason = str(exc) or "malformed line"
         where = _offending_line(lines, feed.lineno, reason)
         raise InputError(f"{path}:{where}", f"not a valid Prometheus metrics line ({reason})",
                          "save the endpoint's body as is: curl -s http://HOST:8000/metrics > m.prom") from None
+    if len(samples) != len(numbered):          # not expected; then find each sample's line by its series
+        parsed = [s for family in text_fd_to_metric_families(_NumberedLines(lines)) for s in family.samples]
+        samples = [_sample(s, path, number, line, scrape, time, shared)
+                   for s, (number, line) in zip(parsed, _lines_by_series(lines, parsed))]
+    return samples
+
+
+def _sample(s, path: str, number: int, line: str, scrape: int, time: float | None,
+            shared: dict[tuple, dict[str, str]]) -> MetricSample:
+    key = tuple(s.labels.items())
+    labels = shared.get(key)
+    if labels is None:
+        labels = shared[key] = dict(s.labels)
+    when = s.timestamp if s.timestamp is not None else time
+    return MetricSample(canonical_name(s.name), labels, float(s.value), scrape,
+                        SourceRef(path, number, line.rstrip("\n")), float(when) if when is not None else None)
+
+
+def _lines_by_series(lines: Sequence[str], parsed: Sequence) -> list[tuple[int, str]]:
+    """Each sample's line found by its name and labels (the k-th sample of a series on its k-th line)."""
     positions: dict[tuple, list[tuple[int, str]]] = {}
     for number, line in enumerate(lines, start=1):
         if line.lstrip().startswith("#"):
@@ -122,15 +154,11 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
         if m:
             labels = {k: _unescape(v) for k, v in _LABEL.findall(m["labels"] or "")}
             positions.setdefault(_key(m["name"], labels), []).append((number, line.rstrip("\n")))
-    samples = []
-    for family in families:
-        for s in family.samples:
-            spots = positions.get(_key(s.name, s.labels)) or [(0, f"{s.name} {s.value}")]
-            number, raw = spots.pop(0) if len(spots) > 1 else spots[0]
-            when = s.timestamp if s.timestamp is not None else time
-            samples.append(MetricSample(canonical_name(s.name), dict(s.labels), float(s.value), scrape,
-                                        SourceRef(path, number, raw), float(when) if when is not None else None))
-    return samples
+    out = []
+    for s in parsed:
+        spots = positions.get(_key(s.name, s.labels)) or [(0, f"{s.name} {s.value}")]
+        out.append(spots.pop(0) if len(spots) > 1 else spots[0])
+    return out
 
 
 MIN_MTIME_GAP_SECONDS = 1.0     # closer file times are copies, not scrapes
@@ -190,5 +218,6 @@ def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None
     for scrape, index in enumerate(order):
         for s in snapshots[index].samples:
             when = s.time if stamps[index] is not None else times[scrape]
-            samples.append(dataclasses.replace(s, scrape=scrape, time=when))
+            samples.append(s if s.scrape == scrape and s.time == when else
+                           MetricSample(s.name, s.labels, s.value, scrape, s.source, when))
     return samples, how

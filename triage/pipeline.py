@@ -7,11 +7,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from . import __version__
-from .capacity.catalog import estimate_facts
-from .capacity.registry import NOTHING_GIVEN, Given
 from .command import headline_command
 from .engine import diagnose
 from .facts import FACTS, extract_facts
@@ -29,6 +27,9 @@ from .signatures import SignatureSet
 from .sources import LogInput, iter_lines
 from .timewindow import apply_window
 
+if TYPE_CHECKING:
+    from .capacity.registry import Given
+
 SCHEMA_VERSION = 1
 
 
@@ -44,7 +45,7 @@ class Toolkit:
 
 def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_lines: int | None,
                      metric_facts: dict[str, Fact] | None = None, full: bool = True,
-                     gpu_facts: Mapping[str, Fact] | None = None, given: Given = NOTHING_GIVEN) -> Diagnosis:
+                     gpu_facts: Mapping[str, Fact] | None = None, given: Given | None = None) -> Diagnosis:
     """Facts of one attempt, joined with metrics and a GPU snapshot when given (the snapshot only
     fills figures the log and metrics do not give), then the decision tree. What the user gave on the
     command line (`given`: the GPU, the model's config) fills what the input lacks and sizes the fixes."""
@@ -55,8 +56,11 @@ def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent]
         facts = merge_facts(facts, metric_facts)
     if gpu_facts:
         facts = {**gpu_facts, **facts}
-    facts = {**given_facts(given, facts), **facts}
-    facts = {**estimate_facts(facts, given.spec), **facts}
+    if given is not None:
+        facts = {**given_facts(given, facts), **facts}
+    if "weights_gib" not in facts and "model" in facts:      # the capacity model, only when it has work
+        from .capacity.catalog import estimate_facts
+        facts = {**estimate_facts(facts, given.spec if given else None), **facts}
     return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full, given=given)
 
 
@@ -113,7 +117,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                  origin: MetricsOrigin | None = None, metric_warnings: Sequence[str] = (),
                  gpu_facts: Mapping[str, Fact] | None = None,
                  window: tuple[str | None, str | None, datetime] | None = None,
-                 given: Given = NOTHING_GIVEN) -> Report:
+                 given: Given | None = None) -> Report:
     """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
     the one on call is looking at.
 

@@ -48,6 +48,7 @@ class Redactor:
         self.enabled = enabled
         self.prompts = prompts
         self.counts: Counter[str] = Counter()
+        self._clean: set[str] = set()      # short field values known to hold nothing to mask ("v1", a model name)
 
     def redact_mapped(self, text: str) -> tuple[str, Callable[[int], int]]:
         """Redact `text`; also return a function mapping offsets in `text` to offsets in the result."""
@@ -57,7 +58,7 @@ class Redactor:
         if self.prompts and _QUICK_PROMPT.search(text):
             patterns.extend(_PROMPTS)
         if not patterns:
-            return text, lambda pos: pos
+            return text, _same
         cuts: list[tuple[int, int]] = []
         for kind, pattern in patterns:
             for m in pattern.finditer(text):
@@ -93,9 +94,22 @@ class Redactor:
     def fields(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The fields of a line whose text was already redacted (and counted): masked, not counted twice."""
         counts = self.counts.copy()
-        out = {k: self.text(v) if isinstance(v, str) else v for k, v in fields.items()}
+        out = dict(fields)
+        for key, value in out.items():
+            if isinstance(value, str) and value not in self._clean:
+                masked = self.text(value)
+                if masked == value and len(value) <= _CLEAN_MAX and len(self._clean) < _CLEAN_CAP:
+                    self._clean.add(value)       # nothing to mask now, nothing ever: the same text, the same answer
+                out[key] = masked
         self.counts = counts
         return out
+
+
+_CLEAN_MAX, _CLEAN_CAP = 200, 10_000
+
+
+def _same(pos: int) -> int:
+    return pos
 
 
 def clip(text: str, span: tuple[int, int] | None, limit: int) -> tuple[str, tuple[int, int] | None]:

@@ -18,9 +18,40 @@ from typing import Iterable, Sequence
 HEAD_WINDOW = 240          # a bulk line's anchor sits near its start; past that it is prompt text
 
 
+MIN_SHARED = 3             # a shared piece shorter than this is no better than the plain alternation
+
+
 def bulk_pattern(anchors: Iterable[bytes]) -> re.Pattern[bytes]:
-    """One search for any of `anchors`."""
-    return re.compile(b"|".join(re.escape(a) for a in sorted(set(anchors), key=len, reverse=True)))
+    """One search for any of `anchors`.
+
+    When the anchors share a piece of text (`ed re` in `Received request `, `Added request `, ...,
+    `Generated response `), the pattern starts with it: the regex engine then jumps from one occurrence
+    of that literal to the next instead of trying every alternative at every position, which is two to
+    three times faster per line. A lookbehind per anchor checks the whole anchor, so the pattern
+    matches exactly where one of the anchors ends, as the plain alternation does.
+    """
+    words = sorted(set(anchors), key=len, reverse=True)
+    shared = _shared_piece(words)
+    if len(shared) < MIN_SHARED:
+        return re.compile(b"|".join(re.escape(a) for a in words))
+    branches = []
+    for word in words:
+        tail = word[word.index(shared) + len(shared):]
+        branches.append(re.escape(tail) + b"(?<=" + re.escape(word) + b")")
+    return re.compile(re.escape(shared) + b"(?:" + b"|".join(branches) + b")")
+
+
+def _shared_piece(words: Sequence[bytes]) -> bytes:
+    """The longest piece of text every word contains (b"" when they share nothing)."""
+    if not words:
+        return b""
+    shortest = min(words, key=len)
+    for size in range(len(shortest), 0, -1):
+        for start in range(len(shortest) - size + 1):
+            piece = shortest[start:start + size]
+            if all(piece in word for word in words):
+                return piece
+    return b""
 
 
 def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line: int
@@ -34,15 +65,16 @@ def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line:
     lines = block.split(b"\n")
     if block.endswith(b"\n") or not block:
         lines.pop()
-    # map/compress keep the per-line loop in C: this is the hot loop of a large log.
-    numbers: Iterable[int] = range(first_line, first_line + len(lines))
-    rest = lines
+    # map/compress keep the per-line loop in C: this is the hot loop of a large log. Each pattern looks
+    # at the lines no earlier pattern claimed, by their index in the block.
+    unclaimed: Sequence[int] = range(len(lines))
+    rest: Sequence[bytes] = lines
     counts = []
     for pattern in patterns:
         n = len(rest)
-        unclaimed = list(map(operator.not_, map(pattern.search, rest, itertools.repeat(0, n),
-                                                itertools.repeat(HEAD_WINDOW, n))))
-        numbers = list(itertools.compress(numbers, unclaimed))
-        rest = list(itertools.compress(rest, unclaimed))
+        found = map(pattern.search, rest, itertools.repeat(0, n), itertools.repeat(HEAD_WINDOW, n))
+        keep = list(map(operator.not_, found))
+        unclaimed = list(itertools.compress(unclaimed, keep))
+        rest = list(itertools.compress(rest, keep))
         counts.append(n - len(rest))
-    return [(number, line) for number, line in zip(numbers, rest) if line], len(lines), counts
+    return [(first_line + index, line) for index, line in zip(unclaimed, rest) if line], len(lines), counts

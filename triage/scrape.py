@@ -34,7 +34,8 @@ def read_exposition(response: requests.Response, shown: str) -> str:
     return body
 
 
-def scrape_once(urls: Sequence[str], options: HttpOptions, index: int, session: requests.Session) -> Snapshot:
+def scrape_once(urls: Sequence[str], options: HttpOptions, index: int, session: requests.Session,
+                label_sets: dict | None = None) -> Snapshot:
     """One round: every URL once, as one snapshot timed by the clock when it was taken."""
     taken = time.time()
     samples: list[MetricSample] = []
@@ -43,7 +44,7 @@ def scrape_once(urls: Sequence[str], options: HttpOptions, index: int, session: 
         shown = display_url(url)
         body = read_exposition(get(url, options, WHAT, session=session), shown)
         try:
-            samples.extend(parse_exposition(body, f"{shown} #{index + 1}"))
+            samples.extend(parse_exposition(body, f"{shown} #{index + 1}", label_sets=label_sets))
         except InputError as exc:
             raise InputError(shown, f"answered with something that is not Prometheus metrics ({exc.where}: {exc.what})",
                              f"point at {WHAT}") from None
@@ -55,11 +56,12 @@ def scrape(urls: Sequence[str], count: int, interval: float, options: HttpOption
            progress: Progress | None = None) -> list[Snapshot]:
     """`count` rounds `interval` seconds apart; the first failure stops with its one-line error."""
     snapshots: list[Snapshot] = []
+    label_sets: dict = {}               # the same series in every round share one labels dict
     with requests.Session() as session:
         for index in range(count):
             if index:
                 _wait(interval, index, count, progress)
-            snapshots.append(scrape_once(urls, options, index, session))
+            snapshots.append(scrape_once(urls, options, index, session, label_sets))
             if progress:
                 progress(index + 1, count, 0.0)
     return snapshots

@@ -12,6 +12,7 @@ import io
 import itertools
 import lzma
 import multiprocessing
+import multiprocessing.pool
 import os
 import re
 import stat
@@ -108,10 +109,11 @@ def _looks_binary(sample: bytes) -> bool:
 
 BLOCK_BYTES = 4 << 20
 COMPRESSED_READ_BYTES = 64 << 10
-PIECE_BYTES = 4 << 20             # one worker's share of a large file at a time
+PIECE_BYTES = 2 << 20             # one worker's share of a large file at a time
 WORKERS = 2
 IN_FLIGHT = 2 * WORKERS           # pieces handed out ahead of the parser
 PARALLEL_MIN_BYTES = 64 << 20     # below this, a second process costs more than it saves
+DECIDE_AFTER_LINES = 4_000        # lines read before judging whether the workers set enough aside
 _DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
 
@@ -200,22 +202,34 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
     """Two worker processes split byte ranges of a large plain file while this one parses.
 
     At most IN_FLIGHT pieces are handed out ahead of the parser, so a log the parser reads slowly
-    (few bulk lines) cannot pile up finished pieces in memory.
+    (few bulk lines) cannot pile up finished pieces in memory. When the first pieces show that the
+    workers set aside less than half the lines (a log of stats or DEBUG lines), every line would come
+    back to be parsed here anyway: the workers are let go (their memory with them) and the rest of
+    the file is split in this process.
     """
     size = inp.size or 0
     jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk) for start in range(0, size, PIECE_BYTES)]
     number = 0
+    seen = set_aside = 0
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with context.Pool(WORKERS) as pool:
         pending: collections.deque = collections.deque()
         queue = iter(jobs)
         for job in itertools.islice(queue, IN_FLIGHT):
             pending.append((pool.apply_async(_split_range, (job,)), job[2]))
+        workers = running = True
         while pending:
             result, end = pending.popleft()
             rest, count, tally, cut = result.get()
+            seen, set_aside = seen + count, set_aside + sum(tally)
+            if workers and seen >= DECIDE_AFTER_LINES and 2 * set_aside < seen:
+                workers = False
+            if not workers and running and not any(isinstance(r, multiprocessing.pool.AsyncResult) for r, _ in pending):
+                pool.close()                # nothing more for them: they exit now, not at the end of the file
+                pool.join()
+                running = False
             for job in itertools.islice(queue, 1):
-                pending.append((pool.apply_async(_split_range, (job,)), job[2]))
+                pending.append((pool.apply_async(_split_range, (job,)) if workers else _Here(job), job[2]))
             for rel, raw in rest:
                 yield number + rel, _decode(raw, inp)
             number += count
@@ -224,6 +238,16 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
             if inp.progress is not None:
                 inp.progress(end)
     inp.lines_read = number
+
+
+class _Here:
+    """A piece split in this process when it is due, in place of a worker's result."""
+
+    def __init__(self, job: tuple[str, int, int, tuple[re.Pattern[bytes], ...]]) -> None:
+        self.job = job
+
+    def get(self) -> tuple[list[tuple[int, bytes]], int, list[int], int]:
+        return _split_range(self.job)
 
 
 def _split_range(job: tuple[str, int, int, tuple[re.Pattern[bytes], ...]]

@@ -18,13 +18,13 @@ import difflib
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
-
-import regex
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import ConfigError
 from .model import Suppression
-from .ruleset import RuleSet
+
+if TYPE_CHECKING:     # annotations only: importing the rules costs `vtriage --version` its start-up
+    from .ruleset import RuleSet
 
 CONFIG_NAME = ".vtriage.toml"
 _TOP_KEYS = {"ignore", "runbook_url"}
@@ -59,6 +59,7 @@ def _hint(name: str, known: Iterable[str], fallback: str) -> str:
 
 def _line_of(text: str, rule: str, occurrence: int) -> int | None:
     """The line of the n-th `rule = "..."` naming `rule`, so the report can point at it."""
+    import regex      # only to point at the line of a bad rule
     pattern = regex.compile(r"^\s*rule\s*=\s*[\"']" + regex.escape(rule) + r"[\"']", regex.M)
     hits = [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)]
     return hits[occurrence] if occurrence < len(hits) else (hits[0] if hits else None)
