@@ -1,7 +1,8 @@
 """The command line: the only module that knows about click, the terminal and exit codes.
 
 Exit codes: 0 healthy, 1 a problem diagnosed, 2 usage or input error, 3 inconclusive or no vLLM output;
-with --fail-on, 1 when the verdict matches and 0 otherwise. `vtriage gpu` adds 4: no GPU, driver or NVML here.
+with --fail-on, 1 when the verdict matches, 3 when the input is empty or holds no vLLM output (unless
+--allow-empty), and 0 otherwise. `vtriage gpu` adds 4: no GPU, driver or NVML here.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from . import __version__
 from .alerts import AlertSpec, header_lines, metric_names, render
 from .diff import compare
 from .errors import InputError, TriageError
-from .gate import verdicts_failing
+from .gate import unjudgeable_input, verdicts_failing
 from .gpu import GpuSnapshot, import_nvml, probe, snapshot_facts, snapshot_json
 from .gpusmi import read_gpu_input
 from .httpget import HttpOptions, parse_header
@@ -227,7 +228,11 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--redact-prompts", is_flag=True, help="Also mask prompt and completion text in evidence lines.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="VERDICT|SEVERITY",
               help="Exit 1 when the verdict is one of these (or a severity at least this bad: ok, info, warning, "
-                   "critical), else 0; comma-separated or repeated. For CI and runbook gates.")
+                   "critical), else 0; comma-separated or repeated. For CI and runbook gates. An empty input or "
+                   "one with no vLLM output exits 3, never 0 (see --allow-empty).")
+@click.option("--allow-empty", is_flag=True,
+              help="With --fail-on: judge an empty input, or one with no vLLM output, by the policy (inconclusive) "
+                   "instead of exiting 3.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on stdout: the exit code is the answer (-o still writes).")
 @_config_options
 @click.option("--gpu-snapshot", metavar="FILE",
@@ -238,7 +243,7 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
               help="The vLLM server's process (repeat); with it, every other GPU process counts as external.")
 @click.pass_context
 def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
-             no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...], quiet: bool,
+             no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...], allow_empty: bool, quiet: bool,
              config_path: str | None, no_config: bool, ignore: tuple[str, ...], gpu_snapshot: str | None,
              probe_gpu: bool, vllm_pids: tuple[int, ...], **metric_options) -> None:
     """Diagnose FILE... (use - for stdin). Several files are read as one incident; metrics join them."""
@@ -251,6 +256,8 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         raise click.UsageError("--gpu-snapshot and --probe-gpu are two sources of the same evidence; give one")
     if vllm_pids and not (gpu_snapshot or probe_gpu):
         raise click.UsageError("--vllm-pid says which GPU process is vLLM: it needs --gpu-snapshot or --probe-gpu")
+    if allow_empty and not fail_on:
+        raise click.UsageError("--allow-empty says how --fail-on treats an empty input: it needs --fail-on")
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
@@ -283,7 +290,14 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         click.echo(text, nl=False)
     verdict = report.diagnosis.verdict
     if failing is not None:
-        sys.exit(EXIT_PROBLEM if verdict in failing else EXIT_HEALTHY)
+        if verdict in failing:
+            sys.exit(EXIT_PROBLEM)
+        unjudgeable = None if allow_empty else unjudgeable_input(report)
+        if unjudgeable:
+            click.echo(f"vtriage: --fail-on: {unjudgeable}, so the gate cannot pass: exit 3 "
+                       "(--allow-empty judges such input by the policy)", err=True)
+            sys.exit(EXIT_INCONCLUSIVE)
+        sys.exit(EXIT_HEALTHY)
     sys.exit(exit_code_for(verdict))
 
 

@@ -108,7 +108,7 @@ class SuppressedFinding:
 
 @dataclass(frozen=True, slots=True)
 class RuledOut:
-    """A verdict class that was not chosen, and the fact that rules it out."""
+    """A verdict class that was not chosen, and the fact that rules it out (or, not assessed, what is missing)."""
 
     verdict: str
     reason: str
@@ -161,11 +161,12 @@ class Diagnosis:
     confidence: str
     rule_path: tuple[str, ...]
     findings: tuple[Finding, ...]
-    ruled_out: tuple[RuledOut, ...]
+    ruled_out: tuple[RuledOut, ...]          # classes a fact in the input rules out
     fixes: tuple[Fix, ...]
     facts: Mapping[str, Fact]
     not_evaluated: tuple[str, ...] = ()
     suppressed: tuple[SuppressedFinding, ...] = ()
+    not_assessed: tuple[RuledOut, ...] = ()  # classes nothing in the input speaks for or against
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,6 +89,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "same_failure_attempts": report.same_failure_attempts,
         "findings": [_finding(f) for f in d.findings],
         "ruled_out": [_ruled_out(r) for r in d.ruled_out],
+        "not_assessed": [{"verdict": r.verdict, "reason": r.reason, "missing": list(r.facts)} for r in d.not_assessed],
         "suppressed": _suppressed(report),
         "fixes": [_fix(f) for f in d.fixes],
         "command": report.command,

@@ -155,6 +155,10 @@ def render_markdown(report: Report, **_: Any) -> str:
             where = f" ({', '.join(code_span(e.where()) for e in r.evidence[:2])})" if r.evidence else ""
             out.append(f"- **{prose(r.verdict)}**: {prose(r.reason)}{where}")
         out.append("")
+    if d.not_assessed:
+        out += ["#### Not assessed", "", "_No fact in the input rules these in or out._", ""]
+        out += [f"- **{prose(r.verdict)}**: {prose(r.reason)}" for r in d.not_assessed]
+        out.append("")
 
     runbook = _runbook(report)
     if runbook:

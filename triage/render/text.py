@@ -114,12 +114,13 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         for f in others:
             out.append(f"  - {f.title}: {f.summary}")
     out.extend(_suppressed(report, s))
-    if d.ruled_out:
-        out.append("")
-        out.append(s("Ruled out", "bold"))
-        width = max(len(r.verdict) for r in d.ruled_out)
-        for r in d.ruled_out:
-            out.append(f"  {r.verdict.ljust(width)}  {r.reason}")
+    width = max((len(r.verdict) for r in (*d.ruled_out, *d.not_assessed)), default=0)
+    for heading, items in (("Ruled out", d.ruled_out), ("Not assessed", d.not_assessed)):
+        if items:
+            out.append("")
+            out.append(s(heading, "bold") + (s("  (no fact in the input rules these in or out)", "dim")
+                                             if items is d.not_assessed else ""))
+            out.extend(f"  {r.verdict.ljust(width)}  {r.reason}" for r in items)
     out.append("")
     if report.runbook:
         out.append(f"Runbook: {report.runbook}  (vtriage explain {d.verdict})")
