@@ -626,10 +626,10 @@ def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:
 
 @cli.command("diff")
 @click.argument("pair", nargs=-1, metavar="BEFORE AFTER")
-@click.option("-b", "--before", "before", multiple=True, metavar="FILE",
-              help="A log from before the change; repeat for several files of one run.")
-@click.option("-a", "--after", "after", multiple=True, metavar="FILE",
-              help="A log from after the change; repeat for several files of one run.")
+@click.option("--before", "before", multiple=True, metavar="FILE",
+              help="Instead of BEFORE AFTER, for several files of one run: a log from before the change (repeat).")
+@click.option("--after", "after", multiple=True, metavar="FILE",
+              help="A log from after the change (repeat); with --before.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"], case_sensitive=False), default="text",
               show_default=True, help="Output format (default: the one -o's extension names, else text).")
 @click.option("-o", "--output", metavar="PATH", help="Write the comparison to PATH (atomically); .json picks json.")
@@ -747,9 +747,12 @@ def selftest_command(fixtures_dir: str | None, rules_dir: str | None, fmt: str, 
 
 @cli.command("explain")
 @click.argument("topic", required=False, metavar="VERDICT|RULE")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown"], case_sensitive=False), default="text",
+              show_default=True, help="text: the page laid out for reading; markdown: its source, for pasting.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Resolve rule ids in DIR instead of the bundled rules.")
-def explain_command(topic: str | None, rules_dir: str | None) -> None:
-    """Print the runbook for VERDICT (or for the verdict a RULE gives); without one, list them."""
+def explain_command(topic: str | None, fmt: str, rules_dir: str | None) -> None:
+    """Print the runbook for VERDICT (or for the verdict a RULE gives; any case); without one, list them."""
+    from .render.runbook import render_runbook_text
     kit = load_toolkit(rules_dir)
     if topic is None:
         for verdict in VERDICTS:
@@ -757,7 +760,8 @@ def explain_command(topic: str | None, rules_dir: str | None) -> None:
             click.echo(f"{verdict:<20} {cls.severity:<9} {cls.title}")
         click.echo("\nvtriage explain VERDICT prints its runbook (Meaning, Impact, Diagnosis, Mitigation).")
         return
-    click.echo(runbook_text(resolve_topic(topic, kit.rules)), nl=False)
+    page = runbook_text(resolve_topic(topic.strip().lower(), kit.rules))
+    click.echo(page if fmt.lower() == "markdown" else render_runbook_text(page, color=_use_color("text", None)), nl=False)
 
 
 def facts_markdown() -> str:
