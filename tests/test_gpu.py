@@ -221,7 +221,7 @@ def test_pasted_nvidia_smi_is_evidence_too(tmp_path):
     assert any("name it with --vllm-pid" in w for w in undecided["warnings"])
     decided = run_cli(str(log), "--gpu-snapshot", paste, "--vllm-pid", "41877")
     out = decided.stdout.decode()
-    assert decided.returncode == 1 and out.startswith("EXTERNAL PRESSURE")
+    assert decided.returncode == 1 and out.startswith("EXTERNAL MEMORY PRESSURE")
     assert "Stop or move the other process(es) holding 14.98 GiB on this GPU" in out
 
 

@@ -115,10 +115,10 @@ def render_markdown(report: Report, **_: Any) -> str:
             out += code_block([report.command], "sh") + [""]
         for i, fix in enumerate(d.fixes, 1):
             action = code_span(fix.action) if fix.flag and fix.action.startswith("--") else f"**{prose(fix.action)}**"
-            mark = " _(not re-checked)_" if fix_is_unchecked(fix) else ""
+            mark = " _(unchecked)_" if fix_is_unchecked(fix) else ""
             out.append(f"{i}. {action}{mark}: {prose(fix.why)}")
-            if fix.predicted:
-                out.append(f"   _Predicted:_ {prose(fix.predicted['summary'])}")
+            if fix.predicted:     # a nested item: a plain continuation line would join the paragraph above
+                out.append(f"   - predicted: {prose(fix.predicted['summary'])}")
         refs = references(d.fixes)
         if refs:
             out += ["", "Docs: " + ", ".join(f"<{r}>" if r.startswith("https://") else prose(r) for r in refs)]

@@ -6,7 +6,8 @@ from typing import Any
 
 from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
-from .common import fleet_heading, fleet_tally, instance_figures, quiet_suppressions, window_sentence
+from .common import (fix_is_unchecked, fleet_heading, fleet_tally, instance_figures, plural, quiet_suppressions,
+                     verdict_title, window_sentence)
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
@@ -49,7 +50,7 @@ def _fleet(fleet: FleetView, s: "_Style") -> list[str]:
         out.append(f"  {inst.name.ljust(width)}  {s(inst.verdict.ljust(vwidth), colour)}  {instance_figures(inst.figures)}")
         for reason in inst.stands_out:
             out.append(s(f"  {' ' * width}  ^ stands out: {reason}", "yellow"))
-    out.append(f"Overall: {s(fleet.verdict.upper().replace('_', ' '), 'bold')} ({fleet_tally(fleet)}). "
+    out.append(f"Overall: {s(verdict_title(fleet.verdict).upper(), 'bold')} ({fleet_tally(fleet)}). "
                f"In detail: {fleet.detail}")
     out.append("")
     return out
@@ -77,7 +78,7 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     d = report.diagnosis
     out: list[str] = _fleet(report.fleet, s) if report.fleet else []
     lead = d.findings[0] if d.findings else None
-    title = d.verdict.upper().replace("_", " ")
+    title = verdict_title(d.verdict).upper()
     out.append(s(f"{title}", "bold", _VERDICT_COLOUR.get(d.verdict, "red")) + s(f"  ({d.confidence} confidence)", "dim"))
     if lead:
         out.extend(textwrap.wrap(lead.summary, 100))
@@ -96,7 +97,7 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         out.append("")
         out.append(s("Fix", "bold"))
         for i, fix in enumerate(d.fixes, 1):
-            mark = "" if fix.checked or fix.value is None else s(" (unchecked)", "dim")
+            mark = s(" (unchecked)", "dim") if fix_is_unchecked(fix) else ""
             out.append(f"  {i}. {s(fix.action, 'bold')}{mark}")
             out.extend("     " + w for w in textwrap.wrap(fix.why, 96))
             if fix.predicted:
@@ -135,15 +136,15 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         window = d.facts.get("metrics_window_seconds")
         scrapes = d.facts.get("metrics_snapshots")
         span = f" over {window.value:.0f} s" if window else ""
-        count = f"{scrapes.value} scrape(s){span}: " if scrapes else ""
+        count = f"{plural(scrapes.value, 'scrapes')}{span}: " if scrapes else ""
         out.append(s(f"Metrics, {count}{instance_figures(figures)}.", "dim"))
     for inp in report.inputs:
-        out.append(s(f"Read {inp.path}: {inp.lines_read:,} lines, {inp.lines_recognised:,} recognised, "
+        out.append(s(f"Read {inp.path}: {plural(inp.lines_read, 'lines')}, {inp.lines_recognised:,} recognised, "
                      f"{inp.vllm_lines:,} from vLLM.", "dim"))
     if report.unrecognised:
         total = sum(g.count for g in report.unrecognised)
-        out.append(s(f"{total:,} WARNING/ERROR line(s) in {len(report.unrecognised)} group(s) were not recognised; "
-                     "the largest:", "dim"))
+        out.append(s(f"{plural(total, 'WARNING/ERROR lines')} in {plural(len(report.unrecognised), 'groups')} "
+                     f"{'was' if total == 1 else 'were'} not recognised; the largest:", "dim"))
         for g in report.unrecognised[:3]:
             out.append(s(f"  {g.count:>5} x {g.level} {g.template[:100]}  ({g.example.where()})", "dim"))
     if report.redactions:
