@@ -160,8 +160,8 @@ def attempts_sentence(report: Report) -> str | None:
     n = len(report.attempts)
     if n < 2:
         return None
-    return (f"{n} startup attempts in this input; this report is about the last. "
-            f"{report.same_failure_attempts} of {n} ended as {report.diagnosis.verdict}.")
+    return (f"{report.same_failure_attempts} of {n} startups in this input ended as {report.diagnosis.verdict}; "
+            "this report is about the last.")
 
 
 def redactions_sentence(report: Report) -> str | None:

@@ -10,7 +10,8 @@ import re
 from typing import Any
 
 from ..model import Report, SourceRef
-from .common import (MEMORY_PARTS, attempts_sentence, clip, coverage_sentence, fix_is_unchecked, fleet_heading, fleet_tally,
+from . import decision
+from .common import (MEMORY_PARTS, clip, coverage_sentence, fix_is_unchecked, fleet_heading, fleet_tally,
                      format_fact, instance_figures, key_fact_names, lead_finding, quiet_suppressions, redactions_sentence,
                      references, verdict_title, window_sentence)
 
@@ -97,15 +98,17 @@ def render_markdown(report: Report, **_: Any) -> str:
     severity = f", severity {report.severity}" if report.severity else ""
     out: list[str] = [f"### vtriage: {prose(verdict_title(d.verdict))} ({d.confidence} confidence{severity})", ""]
     out += _fleet(report)
+    first = decision.lead(report)
+    leading = [(label, text) for label, text in (("Decided by", first.decided_by), ("Restarts", first.restarts),
+                                                 ("Impact", first.impact)) if text]
+    if leading:
+        out += [f"- **{label}:** {prose(text)}" for label, text in leading] + [""]
     if lead:
         out += [f"**{prose(lead.summary)}**", ""]
         if lead.why:
             out += [prose(lead.why), ""]
     elif d.suppressed:
         out += ["**Every rule that fired is suppressed (below), and no other rule decides.**", ""]
-    attempts = attempts_sentence(report)
-    if attempts:
-        out += [f"_{prose(attempts)}_", ""]
     if report.window:
         out += [f"_{prose(window_sentence(report.window))} Times: {prose(report.window.basis)}._", ""]
 

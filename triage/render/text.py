@@ -6,6 +6,7 @@ from typing import Any
 
 from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
+from . import decision
 from .common import (fix_is_unchecked, fleet_heading, fleet_tally, instance_figures, plural, quiet_suppressions,
                      verdict_title, window_sentence)
 
@@ -80,6 +81,12 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     lead = d.findings[0] if d.findings else None
     title = verdict_title(d.verdict).upper()
     out.append(s(f"{title}", "bold", _VERDICT_COLOUR.get(d.verdict, "red")) + s(f"  ({d.confidence} confidence)", "dim"))
+    first = decision.lead(report)
+    for label, text in (("Decided by", first.decided_by), ("Restarts", first.restarts), ("Impact", first.impact)):
+        if text:
+            lines = textwrap.wrap(text, 100 - 12)
+            out.append(s(f"{label + ':':<12}", "bold") + lines[0])
+            out.extend(" " * 12 + line for line in lines[1:])
     if lead:
         out.extend(textwrap.wrap(lead.summary, 100))
         if lead.why:
@@ -128,9 +135,6 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     if report.window:
         out.append(window_sentence(report.window))
         out.append(s(f"Times: {report.window.basis}.", "dim"))
-    if len(report.attempts) > 1:
-        out.append(f"Attempts: {len(report.attempts)} startups in this log; this is the last. "
-                   f"{report.same_failure_attempts} of {len(report.attempts)} ended as {d.verdict}.")
     if report.fleet is None and any(i.kind == "metrics" for i in report.inputs):
         figures = {n: d.facts[n].value for n in KEY_FIGURES if n in d.facts}
         window = d.facts.get("metrics_window_seconds")
