@@ -151,7 +151,7 @@ def _healthy(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, .
     parts = []
     if peak is not None:
         parts.append(f"KV cache peaked at {100 * peak:.1f} %, "
-                     f"{'below' if peak < SATURATED else 'at'} the {100 * SATURATED:.0f} % saturation line")
+                     f"{'below' if peak < SATURATED else 'above'} the {100 * SATURATED:.0f} % saturation line")
     if count is not None:
         parts.append(f"preemptions: {int(count):,}")
     row = _kv_usage(facts)
