@@ -298,8 +298,8 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--vllm-pid", "vllm_pids", multiple=True, type=int, metavar="PID",
               help="The vLLM server's process (repeat); with it, every other GPU process counts as external.")
 @click.pass_context
-def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str | None, force: bool, rules_dir: str | None,
-             no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...], allow_empty: bool, quiet: bool,
+def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str | None, force: bool,
+             rules_dir: str | None, no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...], allow_empty: bool, quiet: bool,
              config_path: str | None, no_config: bool, ignore: tuple[str, ...], gpu_snapshot: str | None,
              probe_gpu: bool, vllm_pids: tuple[int, ...], **metric_options) -> None:
     """Diagnose FILE... (- or a pipe with no FILE: stdin). Several files are read as one incident; metrics join them."""
@@ -496,8 +496,8 @@ _OUTPUT = click.option("-o", "--output", metavar="PATH",
 @_FORMAT
 @_OUTPUT
 @click.pass_context
-def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...], model_config: str | None, gpu_memory_gib: float | None,
-                   rules_dir: str | None, fmt: str, output: str | None, **options) -> None:
+def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...], model_config: str | None,
+                   gpu_memory_gib: float | None, rules_dir: str | None, fmt: str, output: str | None, **options) -> None:
     """What the incident's server would do with other flags, from the log's own figures.
 
     \b
@@ -533,10 +533,10 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
 @_FORMAT
 @_OUTPUT
 @click.pass_context
-def check_command(ctx: click.Context, model_config: str | None, from_log: str | None, gpu_memory_gib: float | None, gpus: int | None,
-                  expect_prompt_tokens: int | None, expect_output_tokens: int | None, vllm_version: str | None,
-                  disable_sliding_window: bool, metrics_files: tuple[str, ...], rules_dir: str | None, fmt: str,
-                  output: str | None, **options) -> None:
+def check_command(ctx: click.Context, model_config: str | None, from_log: str | None, gpu_memory_gib: float | None,
+                  gpus: int | None, expect_prompt_tokens: int | None, expect_output_tokens: int | None,
+                  vllm_version: str | None, disable_sliding_window: bool, metrics_files: tuple[str, ...],
+                  rules_dir: str | None, fmt: str, output: str | None, **options) -> None:
     """Predict the verdict before a rollout, from a model's config.json or a previous startup log.
 
     \b

@@ -271,7 +271,7 @@ class Report:
     unrecognised: tuple[CoverageGroup, ...]
     command: str | None = None             # the first fix as a ready-to-paste command line
     timeline: tuple[TimelinePoint, ...] = ()   # the last attempt's stats, downsampled
-    metrics_timeline: tuple[TimelinePoint, ...] = ()  # /metrics snapshots beside a log's stats (e.g. preemptions V1 logs omit)
+    metrics_timeline: tuple[TimelinePoint, ...] = ()  # /metrics snapshots beside a log's stats lines
     failure_at: SourceRef | None = None        # where the root failure is, to mark on the timeline
     ranks: tuple[RankMemory, ...] = ()         # per-process memory, when the log shows several
     redactions: Mapping[str, int] = field(default_factory=dict)

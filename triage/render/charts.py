@@ -212,7 +212,7 @@ class Tick:
 class TimeChart:
     key: str
     title: str
-    y_label: str                       # the unit of the y axis, e.g. "% of the KV cache"
+    y_label: str                       # the unit of the y axis: "%", "requests", "preemptions"
     series: tuple[Series, ...]
     missing: str | None = None         # why there is nothing to draw
     y_ticks: tuple[tuple[float, str], ...] = ()   # (y in the viewBox, label): 0 at the bottom, the top
@@ -310,7 +310,8 @@ def _x_ticks(points: Sequence[TimelinePoint]) -> tuple[Tick, ...]:
                  for i in picks)
 
 
-def _preemption_chart(values: Sequence[float | None], xs: Sequence[float], scraped: Sequence[TimelinePoint]) -> TimeChart:
+def _preemption_chart(values: Sequence[float | None], xs: Sequence[float], scraped: Sequence[TimelinePoint],
+                      metrics_given: bool) -> TimeChart:
     """Preemptions per step: from the stats lines, or else from /metrics counter deltas (V1 before 0.11.1
     logs none, but its vllm:num_preemptions_total counts them)."""
     top = max([v for v in values if v is not None] or [0.0])
@@ -330,9 +331,10 @@ def _preemption_chart(values: Sequence[float | None], xs: Sequence[float], scrap
                               f"{len(scraped)} snapshots (its own time axis; the log's stats lines do not count them)")
     if any(v is not None for v in values) or any(v is not None for v in deltas):
         return TimeChart("preemptions", title, "", (), "none in the stats lines or metrics")
-    return TimeChart("preemptions", title, "", (), "these stats lines do not count preemptions (V1 prints them "
-                                                   "from 0.11.1; V0 logs a warning line instead), and no /metrics "
-                                                   "snapshots were given (--metrics)")
+    metrics = ("the /metrics given hold no preemption count between two snapshots" if metrics_given else
+               "no /metrics snapshots were given (two or more with --metrics count them)")
+    return TimeChart("preemptions", title, "", (), "these stats lines do not count preemptions (V1 prints them from "
+                                                   f"0.11.1; V0 logs a warning line instead), and {metrics}")
 
 
 def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None,
@@ -365,7 +367,7 @@ def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None,
     else:
         charts.append(TimeChart("requests", "Requests running and waiting", "", (),
                                 "the stats lines do not give request counts"))
-    charts.append(_preemption_chart(preempted, xs, scraped))
+    charts.append(_preemption_chart(preempted, xs, scraped, bool(metric_paths)))
     failure_x, note = _failure_position(points, failure)
     return Timeline(tuple(charts), len(points), step, _x_ticks(points), failure_x, failure, note)
 

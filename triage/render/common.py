@@ -70,7 +70,8 @@ def format_number(value: Any, unit: str | None = None) -> str:
     return str(value)
 
 
-_SINGULAR = {"WARNING/ERROR lines": "WARNING/ERROR line", "tokens": "token", "processes": "process", "lines": "line", "requests": "request", "GPUs": "GPU",
+_SINGULAR = {"WARNING/ERROR lines": "WARNING/ERROR line",
+             "tokens": "token", "processes": "process", "lines": "line", "requests": "request", "GPUs": "GPU",
              "preemptions": "preemption", "intervals": "interval", "blocks": "block", "minutes": "minute",
              "snapshots": "snapshot", "attempts": "attempt", "groups": "group",
              "instances": "instance", "scrapes": "scrape"}

@@ -1,5 +1,5 @@
 """What a report leads with, in every format: the comparison that decides the verdict, the restart
-history and what users saw. The HTML report draws the same comparison (charts.decision_chart).
+history and what users saw. The HTML report draws the same comparison (charts.decision_charts).
 
 Selection and wording only: every figure is a fact the pipeline gave, except the weight size of a
 startup that died while loading, which is the same estimate the weight fixes state (capacity's
@@ -42,7 +42,7 @@ class Comparison:
 class Lead:
     decided_by: str | None                 # the deciding comparison in one sentence
     comparisons: tuple[Comparison, ...]    # the same, as figures to draw
-    restarts: str | None                   # "3 startup attempts in this input; ... 3 of 3 ended as weights_dont_fit."
+    restarts: str | None                   # "3 of 3 startups in this input ended as weights_dont_fit; ..."
     impact: str                            # what users saw (or that the input does not say)
     timeline_decides: bool = False         # preemption: the timeline is the deciding picture
 
@@ -137,9 +137,9 @@ def _preemption(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison
     parts = []
     if count is not None:
         parts.append(f"{format_value(int(count), 'preemptions')}"
-                     + (f" ({rate:,.1f} per minute)" if rate is not None else ""))
+                     + (f" ({format_value(rate, 'per minute')})" if rate is not None else ""))
     if peak is not None:
-        parts.append(f"KV cache peaked at {100 * peak:.1f} % (saturated from {100 * SATURATED:.0f} %)")
+        parts.append(f"KV cache peaked at {100 * peak:.3g} % (saturated from {100 * SATURATED:.0f} %)")
     if waiting:
         parts.append(f"up to {format_value(int(waiting), 'requests')} waiting")
     row = _kv_usage(facts)
@@ -150,7 +150,7 @@ def _healthy(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, .
     peak, count = _v(facts, "kv_cache_usage_max"), _v(facts, "preemptions")
     parts = []
     if peak is not None:
-        parts.append(f"KV cache peaked at {100 * peak:.1f} %, "
+        parts.append(f"KV cache peaked at {100 * peak:.3g} %, "
                      f"{'below' if peak < SATURATED else 'above'} the {100 * SATURATED:.0f} % saturation line")
     if count is not None:
         parts.append(f"preemptions: {int(count):,}")
@@ -169,7 +169,8 @@ def _inconclusive(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparis
     return "nothing: no rule could decide from this input (Not assessed says what is missing)", ()
 
 
-_DECIDERS = {"inconclusive": _inconclusive, "kv_cache_too_small": _kv, "weights_dont_fit": _weights, "external_pressure": _external,
+_DECIDERS = {"inconclusive": _inconclusive,
+             "kv_cache_too_small": _kv, "weights_dont_fit": _weights, "external_pressure": _external,
              "preemption_slowdown": _preemption, "healthy": _healthy, "other_failure": _other}
 
 # What users saw, from the metrics' histograms and the log's queue: (fact, words)
