@@ -351,3 +351,22 @@ def test_the_memory_picture_draws_the_estimated_weights_the_fix_uses(browser, de
     legend = browser.find_element(By.CSS_SELECTOR, "#memory table.legend").text
     assert f"Weights (estimate) {estimate['value']:,.2f} GiB" in legend
     assert "Weights unknown" not in legend and "56B parameters" in legend
+
+
+@pytest.mark.parametrize("screen", list(SCREENS), indirect=True)
+def test_every_memory_bar_has_a_gib_axis_from_0_that_its_parts_are_drawn_to(browser, decision_pages, screen):
+    from selenium.webdriver.common.by import By
+    page, data = decision_pages["external_pressure"]
+    open_page(browser, page)
+    for figure in browser.find_elements(By.CSS_SELECTOR, "#memory figure.membar"):
+        ticks = figure.find_elements(By.CSS_SELECTOR, ".mem-axis .dtick")
+        shown = [t.text for t in ticks if t.is_displayed()]
+        assert shown[0] == "0" and shown[-1].endswith(" GiB"), shown
+        bar = _rect(browser, figure.find_element(By.CSS_SELECTOR, "svg.bar"))
+        last = _rect(browser, ticks[-1])
+        gib_per_px = float(shown[-1].split()[0]) / (last["right"] - bar["left"])   # the last label ends at its tick
+        for name in ("weights_gib", "this_process_gib"):
+            segments = figure.find_elements(By.CSS_SELECTOR, f"rect.seg-{name}")
+            if segments and name in data["facts"]:
+                drawn = _rect(browser, segments[0])["width"] * gib_per_px
+                assert drawn == pytest.approx(data["facts"][name]["value"], rel=0.04), name

@@ -70,6 +70,7 @@ class MemoryPicture:
     unknown: tuple[str, ...]
     ranks: tuple[RankBar, ...] = ()
     ranks_same: bool = False
+    axis: tuple["Tick", ...] = ()          # GiB from 0 under every bar, all drawn to one scale
 
 
 def _value(facts: Mapping[str, Fact], name: str) -> float | None:
@@ -158,7 +159,14 @@ def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = (),
     unknown += tuple(dict.fromkeys(s.label for bar in bars for s in bar.segments
                                    if s.fact is None and s.key != "headroom" and s.label not in unknown))
     rank_bars, same = _rank_bars(ranks, scale)
-    return MemoryPicture(tuple(bars), scale_note, unknown, rank_bars, same)
+    return MemoryPicture(tuple(bars), scale_note, unknown, rank_bars, same, _gib_axis(scale))
+
+
+def _gib_axis(scale: float) -> tuple["Tick", ...]:
+    """Round GiB ticks from 0 across a bar `scale` GiB wide; the unit on the last."""
+    step = nice_top(scale / 5)
+    values = [k * step for k in range(int(scale / step) + 1)]
+    return tuple(Tick(_pct(v, scale), _tick(v, "GiB" if v == values[-1] else "")) for v in values)
 
 
 def _segment(facts: Mapping[str, Fact], name: str, label: str, gib: float | None, x: float, scale: float) -> Segment:
