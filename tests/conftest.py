@@ -109,9 +109,11 @@ def json_report(*args: str) -> tuple[int, dict]:
 
 
 def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd: Path | None = None):
-    """Run `python -m triage` in a subprocess: exit code, stdout and stderr exactly as a user sees them."""
+    """Run `python -m triage` in a subprocess: exit code, stdout and stderr exactly as a user sees them.
+    Without `stdin` it is /dev/null, as from a terminal-less job: a pipe would be read as the log."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True,
+                          stdin=subprocess.DEVNULL if stdin is None else None,
                           env=full_env, cwd=cwd or ROOT, timeout=120)
 
 

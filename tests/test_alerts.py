@@ -93,7 +93,9 @@ def test_prometheusrule_metadata_namespace_and_labels():
     assert all('namespace="llm"' in e for e in exprs)
     first = crd["spec"]["groups"][0]["rules"][0]
     assert first["alert"] == "VLLMKVCacheNearlyFull"          # the ones that catch the diagnosed verdict lead
-    assert first["annotations"]["runbook"] == "docs/runbooks/preemption_slowdown.md (vtriage explain preemption_slowdown)"
+    assert first["annotations"]["runbook_url"] == "docs/runbooks/preemption_slowdown.md"      # the docs path by default
+    assert first["annotations"]["description"].endswith("Runbook: vtriage explain preemption_slowdown.")
+    assert all("runbook" not in r["annotations"] for r in crd["spec"]["groups"][0]["rules"])  # runbook_url only
 
 
 def _series(facts, minutes=30):
@@ -134,9 +136,20 @@ def test_the_alerts_fire_on_this_incidents_figures_and_not_on_a_healthy_server(p
     for case in tests:     # promtool compares annotations too: expect the rendered ones
         for alert in case["exp_alerts"]:
             alert["exp_annotations"] = _annotations(rules, case["alertname"], facts, alert["exp_labels"])
+    # a server outside Kubernetes has no pod label: the alert names its scrape target instead
+    bare = {"instance": "10.0.0.7:8000", "model_name": "m"}
+    outside = [{"series": f'{KV_NEW}{{instance="10.0.0.7:8000",model_name="m"}}', "values": "0.99x30"}]
+    kv_rule = next(r for r in rules if r["alert"] == "VLLMKVCacheNearlyFull")
+    named = [{"eval_time": "25m", "alertname": "VLLMKVCacheNearlyFull", "exp_alerts": [{
+        "exp_labels": {"severity": "warning", **bare},
+        "exp_annotations": {"summary": "vLLM KV cache above 95% on 10.0.0.7:8000",
+                            "description": kv_rule["annotations"]["description"]
+                            .replace("{{ $labels.model_name }}", "m").replace("{{ $value | humanizePercentage }}", "99%"),
+                            "runbook_url": "docs/runbooks/preemption_slowdown.md"}}]}]
     unit = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
             "tests": [{"interval": "1m", "input_series": _series(facts), "alert_rule_test": tests},
-                      {"interval": "1m", "input_series": calm, "alert_rule_test": quiet}]}
+                      {"interval": "1m", "input_series": calm, "alert_rule_test": quiet},
+                      {"interval": "1m", "input_series": outside, "alert_rule_test": named}]}
     (tmp_path / "test.yaml").write_text(yaml.safe_dump(unit, sort_keys=False))
     assert "SUCCESS" in _promtool(promtool, "test", "rules", "test.yaml", cwd=tmp_path)
 
@@ -147,14 +160,19 @@ def _annotations(rules, name, facts, labels):
     value = {"VLLMKVCacheNearlyFull": f"{facts['kv_cache_usage_max'].value * 100:.4g}%",
              "VLLMPreempting": f"{round(facts['preemption_rate_per_min'].value):g}",
              "VLLMRequestsQueueing": None, "VLLMContainerRestarting": "2"}[name]   # 0 -> 2 restarts by 12m
-    out = {}
-    for key, text in rule["annotations"].items():
-        for label, got in labels.items():
-            text = text.replace(f"{{{{ $labels.{label} }}}}", got)
-        text = text.replace("{{ $labels.instance }}", "")
-        if value is not None:
-            text = text.replace("{{ $value | humanizePercentage }}", value).replace("{{ $value | humanize }}", value)
-        out[key] = text
+    who = f"pod {labels['pod']} in {labels['namespace']}"     # readable, never "vllm-0llm" run together
+    out = {"summary": {"VLLMKVCacheNearlyFull": f"vLLM KV cache above 95% on {who}",
+                       "VLLMPreempting": f"vLLM is preempting requests on {who}",
+                       "VLLMRequestsQueueing": f"vLLM request queue growing on {who}",
+                       "VLLMContainerRestarting": f"vLLM container {labels.get('container')} of {who} is restarting"}[name],
+           "runbook_url": {"VLLMContainerRestarting": "docs/runbooks/inconclusive.md"}.get(
+               name, "docs/runbooks/preemption_slowdown.md")}
+    text = rule["annotations"]["description"]
+    for label, got in labels.items():
+        text = text.replace(f"{{{{ $labels.{label} }}}}", got)
+    if value is not None:
+        text = text.replace("{{ $value | humanizePercentage }}", value).replace("{{ $value | humanize }}", value)
+    out["description"] = text
     if name == "VLLMRequestsQueueing":   # the value is the 5-minute average queue at 25m: 21 steps of 5
         step = max(1, facts["waiting_max"].value // 30)
         avg = sum(step * m for m in range(20, 26)) / 6
@@ -176,8 +194,10 @@ def test_runbook_url_from_the_teams_config(tmp_path):
     rules = yaml.safe_load(result.stdout)["spec"]["groups"][0]["rules"]
     kv = next(r for r in rules if r["alert"] == "VLLMKVCacheNearlyFull")
     assert kv["annotations"]["runbook_url"] == "https://wiki.example.com/vllm/preemption_slowdown"
-    restart = next(r for r in rules if r["alert"] == "VLLMContainerRestarting")
-    assert "runbook_url" not in restart["annotations"] and "vtriage -" in restart["annotations"]["runbook"]
+    restart = next(r for r in rules if r["alert"] == "VLLMContainerRestarting")   # no crash diagnosed: find out which
+    assert restart["annotations"]["runbook_url"] == "https://wiki.example.com/vllm/inconclusive"
+    assert "| vtriage -" in restart["annotations"]["description"]
+    assert "# runbook_url: https://wiki.example.com/vllm/{verdict}" in result.stdout.decode()
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -187,6 +207,7 @@ def test_runbook_url_from_the_teams_config(tmp_path):
     (["--container", "vllm("], "not a regular expression"),
     (["--format", "yaml"], "yaml"),
     (["/nonexistent.log"], "no such file"),
+    (["--vllm-version", "latest"], "not a vLLM release like 0.10.2"),
 ])
 def test_bad_alert_options_are_one_line_errors(args, needle):
     result = run_cli("alerts", *args)

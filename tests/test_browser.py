@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -197,7 +198,7 @@ def test_phone_width_dark_mode_and_print(browser, pages, artifacts):
     try:
         for name, (other, _) in sorted(pages.items()):
             open_page(browser, other)
-            assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), \
+            assert browser.execute_script("return document.documentElement.scrollWidth <= 390"), \
                 f"{name}: the page scrolls sideways on a phone"
         open_page(browser, page)
         background = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
@@ -213,3 +214,159 @@ def test_phone_width_dark_mode_and_print(browser, pages, artifacts):
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "", "features": []})
+
+
+# --- the decision, at desktop and phone widths ------------------------------------------------------
+
+INCIDENT = ROOT / "fixtures" / "incidents" / "v1-0.10.1-silent-preemption"
+DECISION_INPUTS = {
+    **{case: (str(REPORTS / "inputs" / f"{case}.log"),) for case in CASES},
+    "weights-estimated": (str(ROOT / "fixtures" / "logs" / "v0-late" / "weights_dont_fit-mixtral-8x7b-one-a100-restart-x3.log"),),
+    "silent-preemption": (str(INCIDENT / "server.log"), *(a for i in (1, 2, 3) for a in
+                                                          ("--metrics", str(INCIDENT / f"metrics-{i}.prom"))),
+                          "--interval", "30"),
+    "tensor-parallel-ranks": (str(ROOT / "fixtures" / "logs" / "v1" / "weights_dont_fit-qwen25-72b-tp2-l40s-both-ranks-oom.log"),),
+}
+SCREENS = {"desktop": (1200, 900, False), "phone": (390, 844, True)}
+
+
+@pytest.fixture(scope="module")
+def decision_pages(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    out = tmp_path_factory.mktemp("decision")
+    made = {}
+    for name, args in DECISION_INPUTS.items():
+        page = out / f"{name}.html"                          # -o's extension picks HTML
+        result = run_cli("-o", str(page), *args)
+        assert result.stderr == b"" and page.exists(), result.stderr
+        made[name] = (page, json.loads(run_cli("--format", "json", *args).stdout))
+    return made
+
+
+@pytest.fixture
+def screen(browser, request):
+    width, height, mobile = SCREENS[request.param]
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
+    try:
+        yield request.param, width, height
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def _rect(browser, element) -> dict:
+    return browser.execute_script("const r = arguments[0].getBoundingClientRect(); "
+                                  "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width};",
+                                  element)
+
+
+@pytest.mark.parametrize("screen", list(SCREENS), indirect=True)
+@pytest.mark.parametrize("name", list(DECISION_INPUTS))
+def test_the_first_screen_leads_with_the_decision_and_draws_it(browser, decision_pages, artifacts, screen, name):
+    from selenium.webdriver.common.by import By
+    label, width, height = screen
+    page, data = decision_pages[name]
+    seen = open_page(browser, page)
+    assert seen["errors"] == [] and seen["requests"] == [page.as_uri()]
+    head = data["headline"]
+    lead = browser.find_element(By.CSS_SELECTOR, "dl.lead")
+    shown = lead.text
+    for key, word in (("decided_by", "DECIDED BY"), ("restarts", "RESTARTS"), ("impact", "IMPACT")):
+        if head[key]:
+            assert word in shown.upper() and head[key] in shown, (key, shown)
+    assert _rect(browser, lead)["bottom"] <= height, "the decision is not on the first screen"
+    charts = browser.find_elements(By.CSS_SELECTOR, "#decision figure.dchart")
+    assert len(charts) == len(head["comparisons"])
+    for chart, comparison in zip(charts, head["comparisons"]):
+        tracks = [_rect(browser, t) for t in chart.find_elements(By.CSS_SELECTOR, ".dtrack")]
+        bars = [_rect(browser, b)["width"] for b in chart.find_elements(By.CSS_SELECTOR, ".dbar")]
+        assert len({(round(t["left"]), round(t["width"])) for t in tracks}) == 1, "bars on one chart share one scale"
+        values = [f["value"] for f in comparison["figures"]]
+        ticks = [t.text for t in chart.find_elements(By.CSS_SELECTOR, ".dtick") if t.is_displayed()]
+        assert ticks[0] == "0" and ticks[-1].endswith(values and comparison["figures"][0]["unit"]), ticks
+        top = tracks[0]["width"]
+        axis_end = float(ticks[-1].split()[0].replace(",", "").replace("k", "e3"))
+        for value, bar in zip(values, bars):             # each bar is its value on the labelled axis
+            assert bar == pytest.approx(top * min(value, axis_end) / axis_end, abs=2.5), (value, bar, top)
+        texts = [v.text for v in chart.find_elements(By.CSS_SELECTOR, ".dvalue") if v.text]
+        assert all(re.search(r"\d", t) for t in texts) and len(texts) == len(values)
+        if comparison["limit"]:
+            line = _rect(browser, chart.find_element(By.CSS_SELECTOR, ".dlimit"))
+            expected = tracks[0]["left"] + top * comparison["limit"]["value"] / axis_end
+            assert line["left"] == pytest.approx(expected, abs=3)
+    if label == "phone":
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= width, "scrolls sideways"
+        clipped = browser.execute_script("""
+            const W = arguments[0], out = [];
+            for (const cell of document.querySelectorAll('table td, table th')) {
+              const r = cell.getBoundingClientRect();
+              if (r.width === 0) continue;
+              if (r.right > W + 0.5 || cell.scrollWidth > cell.clientWidth + 1)
+                out.push(cell.closest('table').className + ': ' + cell.textContent.trim().slice(0, 40));
+            }
+            return out;""", width)
+        assert clipped == [], "table cells cut off on a phone"
+    screenshot(browser, artifacts / f"decision-{name}-{label}.png")
+
+
+@pytest.mark.parametrize("screen", list(SCREENS), indirect=True)
+def test_the_timeline_has_axes_units_and_the_95_percent_line(browser, decision_pages, screen):
+    from selenium.webdriver.common.by import By
+    page, data = decision_pages["preemption_slowdown"]
+    open_page(browser, page)
+    kv = browser.find_element(By.CSS_SELECTOR, "#timeline .chart-kv")
+    labels = [t.text for t in kv.find_elements(By.CSS_SELECTOR, ".ytick, .ylimit")]
+    assert "0 %" in labels and "100 %" in labels and "95 %: saturated" in labels
+    plot = _rect(browser, kv.find_element(By.CSS_SELECTOR, ".plot svg"))
+    line = _rect(browser, kv.find_element(By.CSS_SELECTOR, "line.limit-line"))
+    height_95 = plot["bottom"] - (plot["bottom"] - plot["top"]) * 0.98 * 0.95   # the charts keep 2 % at the top
+    assert line["top"] == pytest.approx(height_95, abs=3)
+    for key in ("requests", "preemptions"):
+        chart = browser.find_element(By.CSS_SELECTOR, f"#timeline .chart-{key}")
+        ticks = [t.text for t in chart.find_elements(By.CSS_SELECTOR, ".ytick")]
+        zero, top = sorted(ticks, key=lambda t: float(t.split()[0].replace(",", "")))
+        assert zero.startswith("0 ") and zero.split()[-1] == top.split()[-1] == key, ticks    # "0 requests", "131 requests"
+        assert [t for t in chart.find_elements(By.CSS_SELECTOR, ".ticks .tick") if t.is_displayed()], "no time axis"
+
+
+def test_preemptions_the_log_does_not_count_are_drawn_from_metrics(browser, decision_pages):
+    """V1 0.10.1 logs no preemption; three /metrics snapshots show +886: the chart draws them."""
+    from selenium.webdriver.common.by import By
+    page, data = decision_pages["silent-preemption"]
+    open_page(browser, page)
+    chart = browser.find_element(By.CSS_SELECTOR, "#timeline .chart-preemptions")
+    assert "Preemptions between /metrics snapshots" in chart.text and "+886" in chart.text
+    bars = chart.find_element(By.CSS_SELECTOR, "path.bars")
+    assert bars.get_attribute("d") and _rect(browser, bars)["width"] > 0
+    assert not chart.find_elements(By.CSS_SELECTOR, ".chart-missing")
+    assert sum(p["preemptions"] or 0 for p in data["metrics_timeline"]) == 886
+
+
+def test_the_memory_picture_draws_the_estimated_weights_the_fix_uses(browser, decision_pages):
+    from selenium.webdriver.common.by import By
+    page, data = decision_pages["weights-estimated"]
+    open_page(browser, page)
+    estimate = next(f for f in data["headline"]["comparisons"][0]["figures"] if "estimate" in f["label"])
+    segment = browser.find_element(By.CSS_SELECTOR, "#memory rect.seg-weights_gib.seg-estimate")
+    assert _rect(browser, segment)["width"] > 0
+    legend = browser.find_element(By.CSS_SELECTOR, "#memory table.legend").text
+    assert f"Weights (estimate) {estimate['value']:,.2f} GiB" in legend
+    assert "Weights unknown" not in legend and "56B parameters" in legend
+
+
+@pytest.mark.parametrize("screen", list(SCREENS), indirect=True)
+def test_every_memory_bar_has_a_gib_axis_from_0_that_its_parts_are_drawn_to(browser, decision_pages, screen):
+    from selenium.webdriver.common.by import By
+    page, data = decision_pages["external_pressure"]
+    open_page(browser, page)
+    for figure in browser.find_elements(By.CSS_SELECTOR, "#memory figure.membar"):
+        ticks = figure.find_elements(By.CSS_SELECTOR, ".mem-axis .dtick")
+        shown = [t.text for t in ticks if t.is_displayed()]
+        assert shown[0] == "0" and shown[-1].endswith(" GiB"), shown
+        bar = _rect(browser, figure.find_element(By.CSS_SELECTOR, "svg.bar"))
+        last = _rect(browser, ticks[-1])
+        gib_per_px = float(shown[-1].split()[0]) / (last["right"] - bar["left"])   # the last label ends at its tick
+        for name in ("weights_gib", "this_process_gib"):
+            segments = figure.find_elements(By.CSS_SELECTOR, f"rect.seg-{name}")
+            if segments and name in data["facts"]:
+                drawn = _rect(browser, segments[0])["width"] * gib_per_px
+                assert drawn == pytest.approx(data["facts"][name]["value"], rel=0.04), name

@@ -176,3 +176,118 @@ def test_a_text_report_does_not_load_http_templates_or_gpu_code(tmp_path):
                 f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
         out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
         assert out.strip().splitlines()[-1] == "[]", (args, out)
+
+
+# --- pipes and files, like the tools on-call already uses ------------------------------------------
+
+def test_a_pipe_is_read_without_a_dash(tmp_path):
+    """`kubectl logs POD | vtriage` is the first thing people type."""
+    piped = run_cli(stdin=KV_LOG)
+    assert piped.returncode == 1 and b"KV CACHE TOO SMALL" in piped.stdout and b"<stdin>:3" in piped.stdout
+    assert piped.stdout == run_cli("-", stdin=KV_LOG).stdout
+    log = _write(tmp_path, "kv.log", KV_LOG)
+    import subprocess
+    import sys
+    with open(log, "rb") as redirected:              # vtriage < kv.log
+        result = subprocess.run([sys.executable, "-m", "triage", "--format", "json"], stdin=redirected,
+                                capture_output=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 1 and json.loads(result.stdout)["verdict"] == "kv_cache_too_small"
+
+
+def test_no_file_and_no_pipe_is_a_usage_error_that_shows_the_pipe():
+    result = run_cli()          # stdin is /dev/null, as in a job with nothing piped in
+    err = result.stderr.decode()
+    assert result.returncode == 2 and "no input" in err and "| vtriage" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name,starts", [("r.html", "<!DOCTYPE html>"), ("r.htm", "<!DOCTYPE html>"),
+                                         ("r.md", "### vtriage: KV cache too small"), ("r.MD", "### vtriage:"),
+                                         ("r.json", "{"), ("r.txt", "KV CACHE TOO SMALL"),
+                                         ("report", "KV CACHE TOO SMALL")])
+def test_the_output_files_extension_picks_the_format(tmp_path, name, starts):
+    target = tmp_path / name
+    result = run_cli("-o", str(target), _write(tmp_path, "kv.log", KV_LOG))
+    assert result.returncode == 1 and result.stdout == b"" and result.stderr == b""
+    assert target.read_text().startswith(starts)
+
+
+def test_a_format_that_contradicts_the_extension_is_a_usage_error(tmp_path):
+    target = tmp_path / "report.html"
+    result = run_cli("-o", str(target), "--format", "text", _write(tmp_path, "kv.log", KV_LOG))
+    err = result.stderr.decode()
+    assert result.returncode == 2 and "--format text contradicts -o" in err and err.count("\n") == 1
+    assert not target.exists()
+    agreeing = run_cli("-o", str(target), "--format", "HTML", _write(tmp_path, "kv.log", KV_LOG))
+    assert agreeing.returncode == 1 and target.read_text().startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("target,needle", [("{tmp}", "is a directory"), ("/sys/report.out", "cannot write in /sys"),
+                                           ("{tmp}/missing/report.out", "does not exist")])
+def test_an_output_path_that_cannot_be_written_is_a_one_line_usage_error(tmp_path, target, needle):
+    target = target.format(tmp=tmp_path)
+    for args in ([_write(tmp_path, "kv.log", KV_LOG)], ["diff", str(tmp_path / "kv.log"), str(tmp_path / "kv.log")],
+                 ["alerts"], ["whatif", str(tmp_path / "kv.log"), "--max-model-len", "4096"]):
+        result = run_cli(*args, "-o", target)
+        err = result.stderr.decode()
+        assert result.returncode == 2, (args, err)
+        assert needle in err and err.count("\n") == 1 and "internal error" not in err and "Traceback" not in err
+
+
+def _on_a_terminal(*args: str) -> tuple[int, bytes]:
+    """Run vtriage with stdout a pseudo-terminal, as when someone types the command."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "triage", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
+                            stdout=slave, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    proc.wait(timeout=120)
+    os.close(master)
+    return proc.returncode, out + proc.stderr.read()
+
+
+def test_html_on_a_terminal_asks_for_a_file(tmp_path):
+    log = _write(tmp_path, "kv.log", KV_LOG)
+    code, shown = _on_a_terminal("--format", "html", log)
+    assert code == 2 and b"-o report.html" in shown and b"<html" not in shown
+    code, shown = _on_a_terminal("--format", "html", "--force", log)
+    assert code == 1 and b"<!DOCTYPE html>" in shown
+    assert run_cli("--format", "html", log).stdout.startswith(b"<!DOCTYPE html>")     # a pipe is fine
+
+
+def test_other_commands_infer_the_format_too(tmp_path):
+    log = _write(tmp_path, "kv.log", KV_LOG)
+    assert run_cli("diff", log, log, "-o", str(tmp_path / "d.json")).returncode == 1
+    assert json.loads((tmp_path / "d.json").read_text())["outcome"]
+    wrong = run_cli("diff", log, log, "-o", str(tmp_path / "d.html"))
+    assert wrong.returncode == 2 and b"writes text or json" in wrong.stderr
+    assert run_cli("whatif", log, "--max-model-len", "4096", "-o", str(tmp_path / "w.json")).returncode == 0
+    assert json.loads((tmp_path / "w.json").read_text())["schema_version"] == 1
+
+
+def test_whatif_without_startup_figures_exits_3_as_its_help_says(tmp_path):
+    result = run_cli("whatif", _write(tmp_path, "healthy.log", HEALTHY_LOG), "--max-model-len", "4096")
+    err = result.stderr.decode()
+    assert result.returncode == 3 and "no startup memory figures" in err and err.count("\n") == 1
+    assert "3 the log lacks the figures" in run_cli("whatif", "--help").stdout.decode()
+
+
+@pytest.mark.parametrize("command", [["alerts"], ["check", "--model-config", "fixtures/configs/qwen3-8b.json",
+                                                  "--gpu-memory-gib", "80"]])
+def test_one_vllm_version_syntax_everywhere(command):
+    for good in ("0.10.2", "0.10", "v0.10.2", "0.10.1.1"):
+        assert run_cli(*command, "--vllm-version", good).returncode in (0, 1, 3), good
+    bad = run_cli(*command, "--vllm-version", "latest")
+    assert bad.returncode == 2 and b"'latest' is not a vLLM release like 0.10.2" in bad.stderr
+    assert "--vllm-version X.Y.Z" in run_cli(*command, "--help").stdout.decode()

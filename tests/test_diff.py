@@ -41,7 +41,7 @@ def test_a_fix_that_worked(after):
     result = run_cli("diff", str(BEFORE), after)
     out = result.stdout.decode()
     assert result.returncode == 0
-    assert out.startswith("FIXED: kv_cache_too_small -> healthy\n")
+    assert out.startswith("FIXED: kv_cache_too_small -> healthy\n\n")      # one server: no warning
     assert "  max_model_len              131072 tokens -> 65536 tokens" in out
     assert "kv_cache_tokens            unknown                75440 tokens           only AFTER shows it" in out
     assert "max_concurrency            unknown                1.15x" in out
@@ -89,3 +89,17 @@ def test_diff_usage_errors(args, needle):
     result = run_cli("diff", *args)
     err = result.stderr.decode()
     assert result.returncode == 2 and needle in err and err.count("\n") == 1
+
+
+def test_two_different_deployments_are_not_called_fixed_without_a_warning():
+    """A healthy Qwen3-8B on 0.33 is not the Qwen2.5-7B on 0.10.2 fixed: say so under the headline."""
+    other = str(FIXTURES / "logs" / "v1" / "healthy-qwen3-8b-h200-033-tty-colour-logo.log")
+    result = run_cli("diff", str(BEFORE), other)
+    lines = result.stdout.decode().splitlines()
+    assert lines[0] == "FIXED: kv_cache_too_small -> healthy"
+    assert lines[1].startswith("warning: BEFORE and AFTER look like different deployments (model "
+                               "Qwen/Qwen2.5-7B-Instruct vs Qwen/Qwen3-8B; vLLM version 0.10.2 vs 0.33.0)")
+    data = json.loads(run_cli("diff", "--format", "json", str(BEFORE), other).stdout)
+    assert len(data["warnings"]) == 1 and "different deployments" in data["warnings"][0]
+    same = json.loads(run_cli("diff", "--format", "json", PREEMPTING, PREEMPTING).stdout)
+    assert same["warnings"] == []

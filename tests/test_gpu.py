@@ -190,7 +190,11 @@ def test_a_snapshot_turns_an_undecided_oom_into_external_pressure(node, tmp_path
     alone = json.loads(run_cli(str(log), "--format", "json").stdout)
     assert alone["verdict"] == "inconclusive" and "other_processes_gib" not in alone["facts"]
     snapshot = tmp_path / "gpu.json"
-    assert run_cli("gpu", "--json", "-o", str(snapshot), env=env).returncode == 1
+    assert run_cli("gpu", "-o", str(snapshot), env=env).returncode == 1       # .json: the snapshot format
+    def untimed(text):
+        return {k: v for k, v in json.loads(text).items() if k != "taken_at"}
+    assert untimed(run_cli("gpu", "--format", "json", env=env).stdout) == untimed(snapshot.read_text()) \
+        == untimed(run_cli("gpu", "--json", env=env).stdout)                   # the older spelling still works
     for args in (["--gpu-snapshot", str(snapshot)], ["--probe-gpu"]):
         result = run_cli(str(log), "--format", "json", *args, env=env)
         data = json.loads(result.stdout)
@@ -217,7 +221,7 @@ def test_pasted_nvidia_smi_is_evidence_too(tmp_path):
     assert any("name it with --vllm-pid" in w for w in undecided["warnings"])
     decided = run_cli(str(log), "--gpu-snapshot", paste, "--vllm-pid", "41877")
     out = decided.stdout.decode()
-    assert decided.returncode == 1 and out.startswith("EXTERNAL PRESSURE")
+    assert decided.returncode == 1 and out.startswith("EXTERNAL MEMORY PRESSURE")
     assert "Find and stop or move process 52210 holding 14.98 GiB on this GPU" in out
 
 

@@ -304,7 +304,7 @@ def test_text_report_of_engines_lists_each():
     result = run_cli("--metrics", str(METRICS / "v1-0.11.1-llama31-70b-dp2-engine1-preempting.prom"))
     out = result.stdout.decode()
     assert result.returncode == 1
-    assert "FLEET  2 instance(s)" in out and "engine=0  healthy" in out
+    assert "FLEET  2 instances" in out and "engine=0  healthy" in out
     assert "engine=1  preemption_slowdown" in out and "stands out: preempting: 5210 preemptions" in out
     assert "Overall: PREEMPTION SLOWDOWN" in out and "In detail: engine=1" in out
 

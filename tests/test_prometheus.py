@@ -52,7 +52,7 @@ def test_fleet_view_text(prometheus):
     result = run_cli("--prometheus", prometheus.url, "--selector", FLEET, *WINDOW)
     out = result.stdout.decode()
     assert result.returncode == 1, result.stderr.decode()
-    assert "FLEET  3 instance(s)" in out
+    assert "FLEET  3 instances" in out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  vllm-")}
     assert set(lines) == set(PODS)
     assert "healthy" in lines["vllm-0"] and "preemption_slowdown" in lines["vllm-1"]

@@ -260,7 +260,7 @@ def test_a_huge_log_still_makes_a_small_page(tmp_path):
 
 def test_text_and_json_still_work_alongside():
     code, text = vtriage("external_pressure.log")
-    assert code == 1 and text.startswith("EXTERNAL PRESSURE")
+    assert code == 1 and text.startswith("EXTERNAL MEMORY PRESSURE")
     code, data = vtriage("--format", "json", "external_pressure.log")
     assert code == 1 and '"verdict": "external_pressure"' in data
 
@@ -301,7 +301,7 @@ def test_ticket_formats_show_every_instance_of_a_fleet(fmt):
     code, out = vtriage("--format", fmt, "--metrics", str(ENGINES))
     text = parse(out).text() if fmt == "html" else out
     assert code == 1
-    assert "2 instance(s) from" in text
+    assert "2 instances from" in text
     healthy = next(line for line in text.splitlines() if "engine=0" in line)
     storm = next(line for line in text.splitlines() if "engine=1" in line and "5210" in line)
     assert "healthy" in healthy and "KV max 46%" in healthy

@@ -38,15 +38,25 @@ def test_every_fix_and_rule_reference_is_cited_in_its_verdicts_runbook(kit):
 
 
 @pytest.mark.parametrize("verdict", VERDICTS)
-def test_explain_prints_the_page(verdict):
+def test_explain_prints_the_page_laid_out_for_reading(verdict):
+    page = (RUNBOOKS / f"{verdict}.md").read_text()
+    raw = run_cli("explain", verdict, "--format", "markdown")
+    assert raw.returncode == 0 and raw.stdout.decode() == page          # the source, for pasting
     result = run_cli("explain", verdict)
-    assert result.returncode == 0
-    assert result.stdout.decode() == (RUNBOOKS / f"{verdict}.md").read_text()
+    text = result.stdout.decode()
+    assert result.returncode == 0 and text.startswith(f"{verdict}\n{'=' * len(verdict)}\n")
+    for section in SECTIONS:
+        assert f"\n{section}\n{'-' * len(section)}\n" in text
+    assert not re.search(r"\*\*|`|\]\(|^#", text, re.M), "Markdown syntax left in the terminal text"
+    for url in re.findall(r"\]\((https?://[^)]+)\)", page):
+        assert f"<{url}>" in text                                            # every link keeps its address
+    assert all(len(line) <= 100 or "<http" in line for line in text.splitlines())     # re-wrapped
+    assert run_cli("explain", verdict.upper()).stdout.decode() == text    # verdicts in any case
 
 
 def test_explain_takes_a_rule_id_and_lists_verdicts_with_severities():
     by_rule = run_cli("explain", "oom-loading-weights")
-    assert by_rule.returncode == 0 and by_rule.stdout.startswith(b"# weights_dont_fit\n")
+    assert by_rule.returncode == 0 and by_rule.stdout.startswith(b"weights_dont_fit\n================\n")
     listing = run_cli("explain").stdout.decode()
     assert re.search(r"^preemption_slowdown\s+warning\s", listing, re.M)
     assert re.search(r"^kv_cache_too_small\s+critical\s", listing, re.M)

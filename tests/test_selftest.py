@@ -118,6 +118,8 @@ def test_an_installed_vtriage_runs_selftest_and_explain(installed):
     result = _from_wheel(target, "selftest")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"All {len(MANIFEST)} passed." in result.stdout and str(target) in result.stdout
-    explain = _from_wheel(target, "explain", "external_pressure")
+    explain = _from_wheel(target, "explain", "external_pressure", "--format", "markdown")
     assert explain.returncode == 0
     assert explain.stdout == (ROOT / "docs" / "runbooks" / "external_pressure.md").read_text()
+    laid_out = _from_wheel(target, "explain", "EXTERNAL_PRESSURE")
+    assert laid_out.returncode == 0 and laid_out.stdout.startswith("external_pressure\n=================\n")

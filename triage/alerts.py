@@ -75,6 +75,11 @@ def metric_names(version: str | None, engine: str | None) -> MetricNames:
     return MetricNames(kv, preempt, WAITING, why)
 
 
+# Who the alert is about, in words: "pod vllm-0 in llm" on Kubernetes, else the scrape target.
+WHO = ("{{ if $labels.pod }}pod {{ $labels.pod }}{{ if $labels.namespace }} in {{ $labels.namespace }}{{ end }}"
+       "{{ else }}{{ $labels.instance }}{{ end }}")
+
+
 def _selector(name: str, matchers: str) -> str:
     return f"{name}{{{matchers}}}" if matchers else name
 
@@ -99,27 +104,27 @@ def alert_rules(names: MetricNames, spec: AlertSpec) -> list[dict[str, Any]]:
     ns = f'namespace="{spec.namespace}"' if spec.namespace else ""
     kv = " or ".join(f"max by ({BY}) ({_selector(n, ns)})" for n in names.kv_usage)
     rules = [_rule("VLLMKVCacheNearlyFull", f"({kv}) > {KV_FULL_RATIO}", "10m", "warning",
-                   "vLLM KV cache above {:.0%} on {{{{ $labels.pod }}}}{{{{ $labels.instance }}}}".format(KV_FULL_RATIO),
+                   f"vLLM KV cache above {KV_FULL_RATIO:.0%} on {WHO}",
                    "The KV cache of {{ $labels.model_name }} has stayed above "
                    f"{KV_FULL_RATIO:.0%} for 10 minutes ({{{{ $value | humanizePercentage }}}}): new requests wait "
                    "and running ones get preempted.", spec)]
     if names.preemptions:
         rate = f"sum by ({BY}) (rate({_selector(names.preemptions, ns)}[5m])) * 60"
         rules.append(_rule("VLLMPreempting", f"{rate} > {PREEMPTIONS_PER_MIN:g}", "10m", "warning",
-                           "vLLM is preempting requests on {{ $labels.pod }}{{ $labels.instance }}",
+                           f"vLLM is preempting requests on {WHO}",
                            "{{ $value | humanize }} preemptions per minute for 10 minutes: the KV cache is full and "
                            "requests are recomputed, so latency climbs.", spec))
     waiting = _selector(names.waiting, ns)
     rules.append(_rule("VLLMRequestsQueueing",
                        f"(sum by ({BY}) (avg_over_time({waiting}[5m])) > {WAITING_MIN}) and "
                        f"(sum by ({BY}) (deriv({waiting}[15m])) > 0)", "10m", "warning",
-                       "vLLM request queue growing on {{ $labels.pod }}{{ $labels.instance }}",
+                       f"vLLM request queue growing on {WHO}",
                        f"More than {WAITING_MIN} requests have been waiting for 10 minutes and the queue is still "
                        "growing ({{ $value | humanize }} waiting).", spec))
     restart = ",".join(m for m in (ns, f'container=~"{spec.container}"') if m)
     rules.append(_rule("VLLMContainerRestarting",
                        f"increase({RESTARTS}{{{restart}}}[15m]) >= {RESTARTS_IN_15M}", None, "critical",
-                       "vLLM container {{ $labels.container }} in {{ $labels.pod }} is restarting",
+                       f"vLLM container {{{{ $labels.container }}}} of {WHO} is restarting",
                        "{{ $value | humanize }} restarts in 15 minutes. Diagnose the failed start: kubectl logs "
                        "-n {{ $labels.namespace }} {{ $labels.pod }} -c {{ $labels.container }} --previous "
                        "--timestamps | vtriage -", spec))
@@ -127,23 +132,16 @@ def alert_rules(names: MetricNames, spec: AlertSpec) -> list[dict[str, Any]]:
     return sorted(rules, key=lambda r: r["alert"] not in first)
 
 
-ONCALL_PAGE = "docs/oncall.md (kubectl logs --previous --timestamps | vtriage -)"
-
-
 def _rule(name: str, expr: str, for_: str | None, severity: str, summary: str, description: str,
           spec: AlertSpec) -> dict[str, Any]:
-    """One alerting rule. Its runbook: the verdict it watches for; a restart points at the diagnosed
-    crash's page, or at the on-call recipe that diagnoses the next one."""
+    """One alerting rule. Its `runbook_url` (the annotation Alertmanager and Grafana link) is the page of
+    the verdict it watches for; a restart points at the diagnosed crash's page or, with no diagnosis,
+    at the inconclusive page, whose Diagnosis says how to get the failed start's log."""
     crashed = spec.verdict if name in CATCHES.get(spec.verdict or "", ()) else None
-    verdict = RUNBOOK_OF.get(name) or crashed
-    annotations = {"summary": summary, "description": description}
-    if verdict is None:
-        annotations["runbook"] = ONCALL_PAGE
-    else:
-        page, url = spec.runbook(verdict) if spec.runbook else (f"docs/runbooks/{verdict}.md", None)
-        annotations["runbook"] = f"{page} (vtriage explain {verdict})"
-        if url:
-            annotations["runbook_url"] = url
+    verdict = RUNBOOK_OF.get(name) or crashed or "inconclusive"
+    page, url = spec.runbook(verdict) if spec.runbook else (f"docs/runbooks/{verdict}.md", None)
+    annotations = {"summary": summary, "description": f"{description} Runbook: vtriage explain {verdict}.",
+                   "runbook_url": url or page}
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_:
         rule["for"] = for_
@@ -217,11 +215,15 @@ def render(kind: str, names: MetricNames, spec: AlertSpec) -> str:
     return "\n".join(header) + "\n" + to_yaml(doc)
 
 
-def header_lines(inputs: Sequence[str], verdict: str | None, version_source: str) -> tuple[str, ...]:
+def header_lines(inputs: Sequence[str], verdict: str | None, version_source: str,
+                 runbook_template: str | None = None) -> tuple[str, ...]:
     caught = CATCHES.get(verdict or "")
     lines = ["Generated by vtriage alerts" + (f" from {', '.join(inputs)}" if inputs else "") + "."]
     if verdict:
         lines.append(f"Diagnosed: {verdict}; " + (f"would have caught it: {', '.join(caught)}." if caught
                                                     else "no alert below matches it; they watch for the next failure."))
     lines.append(version_source)
+    lines.append(f"runbook_url: {runbook_template} (runbook_url in .vtriage.toml)" if runbook_template else
+                 "runbook_url: the docs path of each verdict's runbook; set runbook_url = "
+                 "\"https://.../{verdict}\" in .vtriage.toml to link your own pages")
     return tuple(lines)

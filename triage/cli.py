@@ -1,12 +1,14 @@
 """The command line: the only module that knows about click, the terminal and exit codes.
 
 Exit codes: 0 healthy, 1 a problem diagnosed, 2 usage or input error, 3 inconclusive or no vLLM output;
-with --fail-on, 1 when the verdict matches and 0 otherwise. `vtriage gpu` adds 4: no GPU, driver or NVML here.
+with --fail-on, 1 when the verdict matches, 3 when the input is empty or holds no vLLM output (unless
+--allow-empty), and 0 otherwise. `vtriage gpu` adds 4: no GPU, driver or NVML here.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -17,8 +19,8 @@ from typing import TYPE_CHECKING, Sequence
 import click
 
 from . import __version__
-from .errors import InputError, TriageError
-from .gate import verdicts_failing
+from .errors import InputError, NotEnoughInput, TriageError
+from .gate import unjudgeable_input, verdicts_failing
 from .model import VERDICTS, InputSummary, Report
 from .render import RENDERERS
 from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
@@ -81,7 +83,10 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise InputError(path, f"directory {directory} does not exist", "create it first")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise InputError(path, f"cannot write in {directory}: {exc.strerror or exc}", "choose another -o path") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -90,12 +95,61 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
         os.umask(umask)
         os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~umask)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise InputError(path, f"cannot write: {exc.strerror or exc}", "choose another -o path") from None
         raise
+
+
+EXTENSION_FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown",
+                     ".json": "json", ".txt": "text", ".text": "text"}
+_A_FILE = {"html": "an HTML file", "markdown": "a Markdown file", "json": "a JSON file", "text": "a text file"}
+
+
+def output_format(ctx: click.Context, fmt: str, output: str | None, formats: Sequence[str]) -> str:
+    """The format to write: the one -o's extension names (report.html is HTML), else --format.
+    An explicit --format that disagrees with the extension is a usage error, not a silent choice."""
+    inferred = EXTENSION_FORMATS.get(Path(output).suffix.lower()) if output else None
+    if inferred is None:
+        return fmt
+    if ctx.get_parameter_source("fmt") in (click.core.ParameterSource.COMMANDLINE,
+                                           click.core.ParameterSource.ENVIRONMENT) and fmt != inferred:
+        raise click.UsageError(f"--format {fmt} contradicts -o {output}, which names {_A_FILE[inferred]}; drop one")
+    if inferred not in formats:
+        raise click.UsageError(f"-o {output} names {_A_FILE[inferred]}, but this command writes "
+                               f"{' or '.join(formats)}")
+    return inferred
+
+
+def check_output(path: str | None) -> None:
+    """Refuse an -o that cannot be written before reading any input: one line, not an error at the end."""
+    if not path:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise click.UsageError(f"-o {path} is a directory: name a file in it, e.g. -o {target / 'report.html'}")
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise click.UsageError(f"-o {path}: directory {directory} does not exist; create it first")
+    try:     # the one sure test, for root and read-only file systems alike: make a file there
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise click.UsageError(f"-o {path}: cannot write in {directory} ({exc.strerror or exc})") from None
+
+
+def stdin_is_piped() -> bool:
+    """stdin is a pipe or a redirected file (`kubectl logs POD | vtriage`), not a terminal or /dev/null."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
 def _use_color(fmt: str, output: str | None) -> bool:
@@ -120,9 +174,9 @@ def cli() -> None:
 
     \b
       vtriage server.log                      diagnose a log (several files = one incident)
-      kubectl logs POD --previous | vtriage - read stdin
+      kubectl logs POD --previous | vtriage   read stdin (or name it: -)
       vtriage --format json server.log        machine-readable report
-      vtriage --format html -o report.html server.log   one self-contained page for the ticket
+      vtriage -o report.html server.log       one self-contained page for the ticket (-o names the format)
       vtriage server.log --metrics m1.prom --metrics m2.prom      log joined with saved /metrics
       vtriage --metrics-url http://localhost:8000/metrics         scrape a live server 3 times
       vtriage --prometheus http://prom:9090 --selector '{pod=~"vllm-.*"}' --since 1h   a fleet
@@ -185,9 +239,11 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 
 @cli.command()
 @click.argument("files", nargs=-1, metavar="FILE...")
-@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text", show_default=True,
-              help="Output format.")
-@click.option("-o", "--output", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout.")
+@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS), case_sensitive=False), default="text",
+              show_default=True, help="Output format (default: the one -o's extension names, else text).")
+@click.option("-o", "--output", metavar="PATH",
+              help="Write the report to PATH (atomically) instead of stdout; .html, .md, .json or .txt picks the format.")
+@click.option("--force", is_flag=True, help="Print HTML on a terminal anyway (it asks for -o otherwise).")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR instead of the bundled ones.")
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="A saved /metrics snapshot (curl .../metrics > m.prom); repeat for several, oldest first "
@@ -196,8 +252,9 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
               help="Scrape a live vLLM /metrics endpoint (repeat to add its GPU's dcgm-exporter).")
 @click.option("--samples", type=click.IntRange(1, 100), default=3, show_default=True,
               help="Scrapes of --metrics-url (two or more give rates).")
-@click.option("--interval", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS",
-              help="Seconds between scrapes; with --metrics files, the seconds between the snapshots.")
+@click.option("--interval", type=_SECONDS, default=5.0, metavar="SECONDS",
+              help="Seconds between scrapes of --metrics-url (default 5). With --metrics files: the seconds between "
+                   "the snapshots when neither their timestamps nor the files' times say (no default there).")
 @click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'",
               help="HTTP header for --metrics-url/--prometheus, e.g. 'Authorization: Bearer TOKEN' "
                    "(--metrics-url also sends VLLM_API_KEY as a bearer token).")
@@ -225,11 +282,15 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--redact-prompts", is_flag=True, help="Also mask prompt and completion text in evidence lines.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="VERDICT|SEVERITY",
               help="Exit 1 when the verdict is one of these (or a severity at least this bad: ok, info, warning, "
-                   "critical), else 0; comma-separated or repeated. For CI and runbook gates.")
+                   "critical), else 0; comma-separated or repeated. For CI and runbook gates. An empty input or "
+                   "one with no vLLM output exits 3, never 0 (see --allow-empty).")
+@click.option("--allow-empty", is_flag=True,
+              help="With --fail-on: judge an empty input, or one with no vLLM output, by the policy (inconclusive) "
+                   "instead of exiting 3.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on stdout: the exit code is the answer (-o still writes).")
 @_config_options
 @click.option("--gpu-snapshot", metavar="FILE",
-              help="GPU memory and processes as external-pressure evidence: `vtriage gpu --json` output, "
+              help="GPU memory and processes as external-pressure evidence: `vtriage gpu --format json` output, "
                    "or pasted nvidia-smi text / --query-compute-apps CSV.")
 @click.option("--probe-gpu", is_flag=True, help="Ask this node's GPUs (NVML) for the same evidence, now.")
 @click.option("--vllm-pid", "vllm_pids", multiple=True, type=int, metavar="PID",
@@ -244,26 +305,36 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--model-config", metavar="CONFIG",
               help="The model's local config.json (or its folder): exact parameters, KV bytes per token, heads.")
 @click.pass_context
-def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str | None, rules_dir: str | None,
-             no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...], quiet: bool,
+def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str | None, force: bool,
+             rules_dir: str | None, no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...], allow_empty: bool, quiet: bool,
              config_path: str | None, no_config: bool, ignore: tuple[str, ...], gpu_snapshot: str | None,
              probe_gpu: bool, vllm_pids: tuple[int, ...], gpu_name: str | None, gpu_memory_gib: float | None,
              gpus: int | None, model_config: str | None, **metric_options) -> None:
-    """Diagnose FILE... (use - for stdin). Several files are read as one incident; metrics join them.
+    """Diagnose FILE... (- or a pipe with no FILE: stdin). Several files are read as one incident; metrics join them.
 
     What the log lacks can be given: --gpu NAME or --gpu-memory-gib, --gpus, --model-config."""
     from .redact import Redactor
     from .pipeline import build_report
     from .sources import open_log
     metrics_files = metric_options["metrics_files"]
-    if not files and not any(metric_options[k] for k in ("metrics_files", "metrics_urls", "prometheus_url")):
-        raise click.UsageError("no input: give a log file, or - to read stdin (e.g. kubectl logs POD --previous | vtriage -)")
+    fmt = output_format(ctx, fmt.lower(), output, sorted(RENDERERS))
+    metrics_given = any(metric_options[k] for k in ("metrics_files", "metrics_urls", "prometheus_url"))
+    if not files and not metrics_given and stdin_is_piped():
+        files = ("-",)
+    if not files and not metrics_given:
+        raise click.UsageError("no input: give a log file, or pipe one in (kubectl logs POD --previous | vtriage)")
+    if fmt == "html" and not output and not quiet and not force and sys.stdout.isatty():
+        raise click.UsageError("HTML is a page, not terminal text: write it with -o report.html "
+                               "(or --force to print it here)")
+    check_output(output)
     if (files + metrics_files).count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
     if gpu_snapshot and probe_gpu:
         raise click.UsageError("--gpu-snapshot and --probe-gpu are two sources of the same evidence; give one")
     if vllm_pids and not (gpu_snapshot or probe_gpu):
         raise click.UsageError("--vllm-pid says which GPU process is vLLM: it needs --gpu-snapshot or --probe-gpu")
+    if allow_empty and not fail_on:
+        raise click.UsageError("--allow-empty says how --fail-on treats an empty input: it needs --fail-on")
     given = _given(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
@@ -298,7 +369,14 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         click.echo(text, nl=False)
     verdict = report.diagnosis.verdict
     if failing is not None:
-        sys.exit(EXIT_PROBLEM if verdict in failing else EXIT_HEALTHY)
+        if verdict in failing:
+            sys.exit(EXIT_PROBLEM)
+        unjudgeable = None if allow_empty else unjudgeable_input(report)
+        if unjudgeable:
+            click.echo(f"vtriage: --fail-on: {unjudgeable}, so the gate cannot pass: exit 3 "
+                       "(--allow-empty judges such input by the policy)", err=True)
+            sys.exit(EXIT_INCONCLUSIVE)
+        sys.exit(EXIT_HEALTHY)
     sys.exit(exit_code_for(verdict))
 
 
@@ -367,8 +445,8 @@ def _log_facts(path: str, rules_dir: str | None) -> dict:
     report = build_report([open_log(path)], kit, redactor)
     facts = report.diagnosis.facts
     if not any(name in facts for name in ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "gpu_total_gib")):
-        raise InputError(path, "has no startup memory figures (weights, KV cache) to calibrate from",
-                         "give the log of a startup that got as far as loading the weights")
+        raise NotEnoughInput(path, "has no startup memory figures (weights, KV cache) to calibrate from",
+                             "give the log of a startup that got as far as loading the weights")
     return facts
 
 
@@ -403,9 +481,27 @@ def _emit(scenario, kind: str, fmt: str, output: str | None, inputs: tuple[str, 
     sys.exit({"fits": EXIT_HEALTHY, "unknown": EXIT_INCONCLUSIVE}.get(scenario.verdict, EXIT_PROBLEM))
 
 
-_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-                       help="Output format.")
-_OUTPUT = click.option("-o", "--output", metavar="PATH", help="Write to PATH (atomically) instead of stdout.")
+_RELEASE = r"v?\d+\.\d+(\.\d+)*([.+-]?[0-9A-Za-z]+)*"
+
+
+def _release(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--vllm-version: one syntax for every command, a release like 0.10.2 (0.10 and v0.10.2 too)."""
+    import re
+    if value is None:
+        return None
+    if not re.fullmatch(_RELEASE, value):
+        raise click.BadParameter(f"{value!r} is not a vLLM release like 0.10.2")
+    return value.removeprefix("v")
+
+
+def _vllm_version_option(text: str):
+    return click.option("--vllm-version", metavar="X.Y.Z", callback=_release, help=text)
+
+
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"], case_sensitive=False), default="text",
+                       show_default=True, help="Output format (default: the one -o's extension names, else text).")
+_OUTPUT = click.option("-o", "--output", metavar="PATH",
+                       help="Write to PATH (atomically) instead of stdout; .json picks json.")
 
 
 @cli.command("whatif")
@@ -418,8 +514,9 @@ _OUTPUT = click.option("-o", "--output", metavar="PATH", help="Write to PATH (at
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the signatures in DIR instead of the bundled ones.")
 @_FORMAT
 @_OUTPUT
-def whatif_command(log: str, metrics_files: tuple[str, ...], model_config: str | None, gpu_memory_gib: float | None,
-                   rules_dir: str | None, fmt: str, output: str | None, **options) -> None:
+@click.pass_context
+def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...], model_config: str | None,
+                   gpu_memory_gib: float | None, rules_dir: str | None, fmt: str, output: str | None, **options) -> None:
     """What the incident's server would do with other flags, from the log's own figures.
 
     \b
@@ -430,6 +527,8 @@ def whatif_command(log: str, metrics_files: tuple[str, ...], model_config: str |
     2 usage or input error, 3 the log lacks the figures to predict.
     """
     from .capacity.scenario import whatif
+    fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
+    check_output(output)
     facts = _log_facts(log, rules_dir)
     lengths = _lengths_from_metrics(metrics_files)
     scenario = whatif(facts, _changes(options), _spec(model_config), gpu_memory_gib, lengths,
@@ -445,17 +544,18 @@ def whatif_command(log: str, metrics_files: tuple[str, ...], model_config: str |
 @click.option("--gpus", type=click.IntRange(min=1), help="GPUs available (default: tensor x pipeline parallel size).")
 @click.option("--expect-prompt-tokens", type=click.IntRange(min=1), help="Typical prompt length, in tokens.")
 @click.option("--expect-output-tokens", type=click.IntRange(min=1), help="Typical output length, in tokens.")
-@click.option("--vllm-version", metavar="X.Y", help="The vLLM release to model (default: a current one, 0.20+).")
+@_vllm_version_option("The vLLM release to model, e.g. 0.10.2 (default: a current one, 0.20+).")
 @click.option("--disable-sliding-window", is_flag=True, help="As vllm serve's flag: every layer keeps the full context.")
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="With --from-log: /metrics snapshots whose histograms give the expected lengths.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the signatures in DIR instead of the bundled ones.")
 @_FORMAT
 @_OUTPUT
-def check_command(model_config: str | None, from_log: str | None, gpu_memory_gib: float | None, gpus: int | None,
-                  expect_prompt_tokens: int | None, expect_output_tokens: int | None, vllm_version: str | None,
-                  disable_sliding_window: bool, metrics_files: tuple[str, ...], rules_dir: str | None, fmt: str,
-                  output: str | None, **options) -> None:
+@click.pass_context
+def check_command(ctx: click.Context, model_config: str | None, from_log: str | None, gpu_memory_gib: float | None,
+                  gpus: int | None, expect_prompt_tokens: int | None, expect_output_tokens: int | None,
+                  vllm_version: str | None, disable_sliding_window: bool, metrics_files: tuple[str, ...],
+                  rules_dir: str | None, fmt: str, output: str | None, **options) -> None:
     """Predict the verdict before a rollout, from a model's config.json or a previous startup log.
 
     \b
@@ -471,9 +571,8 @@ def check_command(model_config: str | None, from_log: str | None, gpu_memory_gib
         raise click.UsageError("give --model-config config.json (with --gpu-memory-gib) or --from-log LOG")
     if model_config and not from_log and not gpu_memory_gib:
         raise click.UsageError("--model-config needs --gpu-memory-gib: the memory of one GPU, e.g. 80")
-    from .capacity.model import version_tuple
-    if vllm_version is not None and version_tuple(vllm_version) is None:
-        raise click.UsageError(f"--vllm-version {vllm_version!r} is not a release like 0.10.2")
+    fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
+    check_output(output)
     if (expect_prompt_tokens is None) != (expect_output_tokens is None):
         raise click.UsageError("give both --expect-prompt-tokens and --expect-output-tokens, or neither")
     changes = _changes(options)
@@ -533,25 +632,33 @@ def gpu_input(snap: GpuSnapshot) -> InputSummary:
 
 
 @cli.command("gpu")
-@click.option("--json", "as_json", is_flag=True, help="Print a snapshot file for `vtriage LOG --gpu-snapshot FILE`.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"], case_sensitive=False), default="text",
+              show_default=True, help="json: a snapshot file for `vtriage LOG --gpu-snapshot FILE`.")
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json (older spelling).")
 @click.option("--from", "from_file", metavar="FILE",
               help="Read pasted nvidia-smi output (or a snapshot) instead of asking this node's GPUs.")
 @click.option("--vllm-pid", "vllm_pids", multiple=True, type=int, metavar="PID",
               help="The vLLM server's process (repeat); it and its children are vLLM, everything else is not.")
-@click.option("-o", "--output", metavar="PATH", help="Write to PATH (atomically) instead of stdout.")
-def gpu_command(as_json: bool, from_file: str | None, vllm_pids: tuple[int, ...], output: str | None) -> None:
+@click.option("-o", "--output", metavar="PATH", help="Write to PATH (atomically) instead of stdout; .json picks json.")
+@click.pass_context
+def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | None, vllm_pids: tuple[int, ...],
+                output: str | None) -> None:
     """List each GPU's memory and the processes holding it, flagging those that are not vLLM.
 
     Run it on the GPU node (NVML, from `pip install 'vtriage[gpu]'`). Exit codes: 0 only vLLM holds
     memory, 1 another process does, 3 a process cannot be told apart from vLLM, 4 no GPU, driver or
     nvidia-ml-py here."""
+    if as_json and ctx.get_parameter_source("fmt") == click.core.ParameterSource.COMMANDLINE and fmt != "json":
+        raise click.UsageError(f"--json and --format {fmt} contradict each other; give --format json")
+    fmt = output_format(ctx, "json" if as_json else fmt.lower(), output, ("text", "json"))
+    check_output(output)
     from .gpu import import_nvml, probe, snapshot_json
     from .gpusmi import read_gpu_input
     from .render.gpu import render_gpu_text
     from .sources import read_small_text
     snap = read_gpu_input(read_small_text(from_file), from_file, vllm_pids) if from_file else \
         probe(import_nvml(), vllm_pids)
-    text = snapshot_json(snap) if as_json else render_gpu_text(snap)
+    text = snapshot_json(snap) if fmt == "json" else render_gpu_text(snap)
     if output:
         write_atomically(output, text, (from_file,) if from_file else ())
     else:
@@ -572,16 +679,18 @@ def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:
 
 @cli.command("diff")
 @click.argument("pair", nargs=-1, metavar="BEFORE AFTER")
-@click.option("-b", "--before", "before", multiple=True, metavar="FILE",
-              help="A log from before the change; repeat for several files of one run.")
-@click.option("-a", "--after", "after", multiple=True, metavar="FILE",
-              help="A log from after the change; repeat for several files of one run.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", metavar="PATH", help="Write the comparison to PATH (atomically).")
+@click.option("--before", "before", multiple=True, metavar="FILE",
+              help="Instead of BEFORE AFTER, for several files of one run: a log from before the change (repeat).")
+@click.option("--after", "after", multiple=True, metavar="FILE",
+              help="A log from after the change (repeat); with --before.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"], case_sensitive=False), default="text",
+              show_default=True, help="Output format (default: the one -o's extension names, else text).")
+@click.option("-o", "--output", metavar="PATH", help="Write the comparison to PATH (atomically); .json picks json.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR.")
 @click.option("--no-redact", is_flag=True, help="Show secrets in the output instead of ***.")
 @_config_options
-def diff_command(pair: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...], fmt: str,
+@click.pass_context
+def diff_command(ctx: click.Context, pair: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...], fmt: str,
                  output: str | None, rules_dir: str | None, no_redact: bool, config_path: str | None,
                  no_config: bool, ignore: tuple[str, ...]) -> None:
     """Did the fix work? Compare the server's log BEFORE and AFTER a change: verdict, KV headroom,
@@ -599,6 +708,8 @@ def diff_command(pair: tuple[str, ...], before: tuple[str, ...], after: tuple[st
         raise click.UsageError("diff needs both sides: vtriage diff BEFORE AFTER")
     if (before + after).count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
+    fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
+    check_output(output)
     kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     comparison = compare(_log_report(before, kit, no_redact), _log_report(after, kit, no_redact), kit.rules.classes)
     text = (render_diff_json if fmt == "json" else render_diff_text)(comparison)
@@ -619,7 +730,7 @@ _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 @click.option("--namespace", metavar="NS", help="The PrometheusRule's namespace; also limits every series to it.")
 @click.option("--container", default=".*vllm.*", show_default=True, metavar="REGEX",
               help="kube-state-metrics container label of the vLLM server, for the restart alert.")
-@click.option("--vllm-version", metavar="X.Y.Z", help="Use this version's metric names instead of the log's.")
+@_vllm_version_option("Use this release's metric names instead of the log's, e.g. 0.10.2.")
 @click.option("--engine", type=click.Choice(["v0", "v1"]), help="The engine generation, when the log does not say.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="Extra PrometheusRule label, e.g. release=kube-prometheus-stack for its ruleSelector.")
@@ -648,6 +759,7 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
         if not sep or not re.fullmatch(r"([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", key):
             raise click.UsageError(f"--label {item!r}: write KEY=VALUE with a Kubernetes label key")
         extra[key] = value
+    check_output(output)
     kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     report = _log_report(files, kit, no_redact=False) if files else None
     facts = report.diagnosis.facts if report else {}
@@ -662,7 +774,7 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
 
     spec = AlertSpec(namespace=namespace, container=container, verdict=report.diagnosis.verdict if report else None,
                      runbook=runbook_for, labels=extra,
-                     header=header_lines(files, report.diagnosis.verdict if report else None, source))
+                     header=header_lines(files, report.diagnosis.verdict if report else None, source, kit.runbook_url))
     text = render(kind, metric_names(version, engine), spec)
     if output:
         write_atomically(output, text, files)
@@ -694,9 +806,12 @@ def selftest_command(fixtures_dir: str | None, rules_dir: str | None, fmt: str, 
 
 @cli.command("explain")
 @click.argument("topic", required=False, metavar="VERDICT|RULE")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown"], case_sensitive=False), default="text",
+              show_default=True, help="text: the page laid out for reading; markdown: its source, for pasting.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Resolve rule ids in DIR instead of the bundled rules.")
-def explain_command(topic: str | None, rules_dir: str | None) -> None:
-    """Print the runbook for VERDICT (or for the verdict a RULE gives); without one, list them."""
+def explain_command(topic: str | None, fmt: str, rules_dir: str | None) -> None:
+    """Print the runbook for VERDICT (or for the verdict a RULE gives; any case); without one, list them."""
+    from .render.runbook import render_runbook_text
     from .runbooks import resolve_topic, runbook_text
     kit = load_toolkit(rules_dir)
     if topic is None:
@@ -705,7 +820,8 @@ def explain_command(topic: str | None, rules_dir: str | None) -> None:
             click.echo(f"{verdict:<20} {cls.severity:<9} {cls.title}")
         click.echo("\nvtriage explain VERDICT prints its runbook (Meaning, Impact, Diagnosis, Mitigation).")
         return
-    click.echo(runbook_text(resolve_topic(topic, kit.rules)), nl=False)
+    page = runbook_text(resolve_topic(topic.strip().lower(), kit.rules))
+    click.echo(page if fmt.lower() == "markdown" else render_runbook_text(page, color=_use_color("text", None)), nl=False)
 
 
 def facts_markdown() -> str:

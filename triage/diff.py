@@ -43,6 +43,7 @@ class Comparison:
     sections: tuple[tuple[str, tuple[Row, ...]], ...]
     settings_changed: tuple[Row, ...]
     settings_same: tuple[str, ...]
+    warnings: tuple[str, ...] = ()   # e.g. BEFORE and AFTER look like two deployments, not one server
 
 
 def _value(report: Report, fact: str) -> Any:
@@ -82,6 +83,24 @@ def _outcome(before: Report, after: Report, classes: Mapping[str, VerdictClass])
     return "changed", f"CHANGED: {b} -> {a} (the first problem is gone; this is another)"
 
 
+# What makes two logs two deployments rather than one server before and after a change.
+IDENTITY = (("model", "model"), ("vllm_version", "vLLM version"), ("gpu_total_gib", "GPU memory"))
+
+
+def deployment_warnings(before: Report, after: Report) -> tuple[str, ...]:
+    """A diff is read as "did the change work": say so when the two sides are not the same server."""
+    differ = []
+    for fact, label in IDENTITY:
+        b, a = _value(before, fact), _value(after, fact)
+        if b is not None and a is not None and b != a and not (fact == "gpu_total_gib" and abs(b - a) < 0.5):
+            unit = " GiB" if fact == "gpu_total_gib" else ""
+            differ.append(f"{label} {b}{unit} vs {a}{unit}")
+    if not differ:
+        return ()
+    return (f"BEFORE and AFTER look like different deployments ({'; '.join(differ)}): the comparison is only "
+            "a before/after if that was the change you made",)
+
+
 def compare(before: Report, after: Report, classes: Mapping[str, VerdictClass]) -> Comparison:
     sections = []
     for title, facts in SECTIONS:
@@ -95,4 +114,5 @@ def compare(before: Report, after: Report, classes: Mapping[str, VerdictClass]) 
     outcome, headline = _outcome(before, after, classes)
     return Comparison(outcome=outcome, headline=headline, before=before, after=after, sections=tuple(sections),
                       settings_changed=tuple(r for r in settings if r.change not in ("same", "unknown")),
-                      settings_same=tuple(r.fact for r in settings if r.change == "same"))
+                      settings_same=tuple(r.fact for r in settings if r.change == "same"),
+                      warnings=deployment_warnings(before, after))

@@ -2,8 +2,9 @@
 
 Conditions use three-valued logic: a predicate on a fact that is absent is *unknown*, and a node
 whose condition is unknown does not fire. The verdict is the first leaf reached depth-first in
-`order`; every other class gets the fact that rules it out. A suppressed leaf (.vtriage.toml,
---ignore) is evaluated and reported, but never chosen: the walk moves on to the next leaf.
+`order`; every other class gets the fact that rules it out, or is "not assessed" when no fact does.
+A suppressed leaf (.vtriage.toml, --ignore) is evaluated and reported, but never chosen: the walk
+moves on to the next leaf.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import string
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from .facts import FACTS
 from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef, SuppressedFinding, Suppression
 from .ruleset import Condition, Node, RuleSet
 
@@ -152,8 +154,11 @@ def _finding(node: Node, facts: Mapping[str, Fact], path: tuple[Node, ...]) -> F
 
 
 def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: Trace,
-               silenced: list[SuppressedFinding]) -> list[RuledOut]:
-    out = []
+               silenced: list[SuppressedFinding]) -> tuple[list[RuledOut], list[RuledOut]]:
+    """(ruled out, not assessed). A class is ruled out only by a check that cites a fact the input
+    gave: a check that holds merely because facts are absent ("nothing failed" of an empty log) is not
+    evidence, so that class is not assessed, with what the input would have to show."""
+    out, unassessed = [], []
     for other in RULED_OUT_ORDER:
         if other == verdict:
             continue
@@ -165,21 +170,32 @@ def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: T
             continue
         cls = rules.classes[other]
         for check in cls.ruled_out:
-            if evaluate(check.when, facts) is True:
-                names = tuple(n for n in check.when.facts() if n in facts)
+            names = tuple(n for n in check.when.facts() if n in facts)
+            if names and evaluate(check.when, facts) is True:
                 refs = tuple(dict.fromkeys(r for n in names for r in facts[n].evidence))[:4]
                 out.append(RuledOut(other, fill(check.reason, facts), names, refs))
                 break
         else:
             leaves = [n for n in rules.nodes.values() if n.verdict == other]
             unknown = [n for n in leaves if trace.outcome.get(n.id) is None and n.id in trace.outcome]
-            if unknown:
-                missing = sorted({f for n in unknown for f in n.when.facts() if f not in facts})
-                reason = ("not confirmed: it would need " + ", ".join(missing)) if missing else "its rule could not be decided"
-            else:
-                reason = "no evidence for it in the input"
-            out.append(RuledOut(other, reason, (), ()))
-    return out
+            missing = [f for f in FACTS if f not in facts and any(f in n.when.facts() for n in unknown)]
+            unassessed.append(RuledOut(other, _not_assessed(missing, facts), tuple(missing), ()))
+    return out, unassessed
+
+
+def _not_assessed(missing: list[str], facts: Mapping[str, Fact]) -> str:
+    """Why a class could be neither confirmed nor ruled out, in words rather than fact names."""
+    vllm = facts.get("vllm_lines")
+    if vllm is not None and vllm.value == 0:
+        return "the input holds no vLLM output"
+    if not missing:
+        return "nothing in the input speaks for or against it"
+    shown = [_lower_first(FACTS[name].description.split(":")[0].rstrip(".")) for name in missing[:2]]
+    return "missing from the input: " + "; ".join(shown)
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
 
 
 def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str, Suppression] | None = None,
@@ -216,9 +232,10 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str,
         from .capacity.registry import arrange_fixes
         fixes = list(arrange_fixes(fixes, facts, verdict))
     not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
+    ruled_out, not_assessed = _ruled_out(rules, verdict, facts, trace, silenced) if full else ([], [])
     return Diagnosis(verdict=verdict, confidence=confidence, rule_path=path_ids, findings=tuple(findings),
-                     ruled_out=tuple(_ruled_out(rules, verdict, facts, trace, silenced)) if full else (),
-                     fixes=tuple(fixes), facts=dict(facts), not_evaluated=not_evaluated, suppressed=tuple(silenced))
+                     ruled_out=tuple(ruled_out), not_assessed=tuple(not_assessed), fixes=tuple(fixes), facts=dict(facts),
+                     not_evaluated=not_evaluated, suppressed=tuple(silenced))
 
 
 def _nothing_given() -> Given:

@@ -20,6 +20,12 @@ class InputError(TriageError):
         return f"{text} (hint: {self.hint})" if self.hint else text
 
 
+class NotEnoughInput(InputError):
+    """An input that reads fine but lacks the figures asked of it: the "inconclusive" exit code, 3."""
+
+    exit_code = 3
+
+
 class RuleError(TriageError):
     """A rules or signatures file that is not valid: names the file, the key and a hint."""
 

@@ -191,13 +191,13 @@ def _round(value: float | None) -> float | None:
 
 
 def read_snapshot_json(text: str, path: str, vllm_pids: Sequence[int] = ()) -> GpuSnapshot:
-    """A file written by `vtriage gpu --json`; each entry's evidence is its own line."""
+    """A file written by `vtriage gpu --format json`; each entry's evidence is its own line."""
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise InputError(path, f"not valid JSON: {exc}", "write it with vtriage gpu --json > gpu.json") from None
+        raise InputError(path, f"not valid JSON: {exc}", "write it with vtriage gpu --format json > gpu.json") from None
     if not isinstance(data, dict) or data.get("vtriage_gpu_snapshot") != SNAPSHOT_FORMAT:
-        raise InputError(path, "not a vtriage GPU snapshot", "write it with vtriage gpu --json, or pass nvidia-smi output")
+        raise InputError(path, "not a vtriage GPU snapshot", "write it with vtriage gpu --format json, or pass nvidia-smi output")
     lines = text.splitlines()
     try:
         devices = tuple(GpuDevice(int(g["index"]), g.get("name"), g.get("total_mib"), g.get("used_mib"),
@@ -215,7 +215,7 @@ def read_snapshot_json(text: str, path: str, vllm_pids: Sequence[int] = ()) -> G
                                         _line_ref(path, lines, f'"pid": {int(p["pid"])},'), p.get("cmdline"),
                                         p.get("ppid")))
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(path, f"a GPU or process entry is malformed ({exc})", "write it with vtriage gpu --json") from None
+        raise InputError(path, f"a GPU or process entry is malformed ({exc})", "write it with vtriage gpu --format json") from None
     return GpuSnapshot(devices, tuple(processes), "json", path, len(lines), data.get("taken_at"), data.get("driver"),
                        data.get("host"))
 

@@ -91,7 +91,7 @@ def parse_nvidia_smi(text: str, path: str, vllm_pids: Sequence[int] = ()) -> Gpu
     if not (table_devices or table_procs or csv_devices or csv_procs):
         raise InputError(path, "shows no GPU and no GPU process",
                          "paste the output of nvidia-smi, or of nvidia-smi --query-compute-apps="
-                         "pid,process_name,used_memory --format=csv, or write it with vtriage gpu --json")
+                         "pid,process_name,used_memory --format=csv, or write it with vtriage gpu --format json")
     devices = table_devices or csv_devices
     if len(devices) == 1:              # a CSV process list does not say which GPU: with one GPU it is that one
         csv_procs = [GpuProcess(devices[0].index, p.pid, p.name, p.used_mib, p.vllm, p.why, p.source)
@@ -106,7 +106,7 @@ def parse_nvidia_smi(text: str, path: str, vllm_pids: Sequence[int] = ()) -> Gpu
 
 
 def read_gpu_input(text: str, path: str, vllm_pids: Sequence[int] = ()) -> GpuSnapshot:
-    """A snapshot from `vtriage gpu --json`, or pasted nvidia-smi output."""
+    """A snapshot from `vtriage gpu --format json`, or pasted nvidia-smi output."""
     if text.lstrip().startswith("{"):
         return read_snapshot_json(text, path, vllm_pids)
     return parse_nvidia_smi(text, path, vllm_pids)

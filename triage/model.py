@@ -111,7 +111,7 @@ class SuppressedFinding:
 
 @dataclass(frozen=True, slots=True)
 class RuledOut:
-    """A verdict class that was not chosen, and the fact that rules it out."""
+    """A verdict class that was not chosen, and the fact that rules it out (or, not assessed, what is missing)."""
 
     verdict: str
     reason: str
@@ -192,11 +192,12 @@ class Diagnosis:
     confidence: str
     rule_path: tuple[str, ...]
     findings: tuple[Finding, ...]
-    ruled_out: tuple[RuledOut, ...]
+    ruled_out: tuple[RuledOut, ...]          # classes a fact in the input rules out
     fixes: tuple[Fix, ...]
     facts: Mapping[str, Fact]
     not_evaluated: tuple[str, ...] = ()
     suppressed: tuple[SuppressedFinding, ...] = ()
+    not_assessed: tuple[RuledOut, ...] = ()  # classes nothing in the input speaks for or against
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +303,7 @@ class Report:
     command: str | None = None             # the first checked flag fix applied to the incident's own command
     launch: LaunchCommand | None = None    # how `command` was built: complete or partial, what it kept and lacks
     timeline: tuple[TimelinePoint, ...] = ()   # the last attempt's stats, downsampled
+    metrics_timeline: tuple[TimelinePoint, ...] = ()  # /metrics snapshots beside a log's stats lines
     failure_at: SourceRef | None = None        # where the root failure is, to mark on the timeline
     ranks: tuple[RankMemory, ...] = ()         # per-process memory, when the log shows several
     redactions: Mapping[str, int] = field(default_factory=dict)

@@ -179,13 +179,14 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     launch = headline_command(last.fixes, [*(history.settings if chosen.with_log else ()), *chosen.attempt.events],
                               version)
     points = timeline(chosen.attempt.events)
+    scraped = metric_timeline(chosen.unit.samples if chosen.unit else metric_samples)
     if not points:
-        points = metric_timeline(chosen.unit.samples if chosen.unit else metric_samples)
+        points, scraped = scraped, ()
     return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=tuple(summaries),
                   same_failure_attempts=sum(1 for a in summaries if a.verdict == last.verdict),
                   inputs=tuple(logs) + metric_inputs, unrecognised=tuple(unrecognised),
                   command=launch.text if launch else None, launch=launch,
-                  timeline=points, failure_at=failure.evidence[0] if failure else None,
+                  timeline=points, metrics_timeline=scraped, failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(chosen.attempt.events, failing.value if failing else None),
                   redactions=dict(redactor.counts),
                   warnings=tuple(w for inp in inputs for w in inp.warnings) + tuple(extra_warnings),

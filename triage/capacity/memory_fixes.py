@@ -37,7 +37,8 @@ def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> l
     qualifier = "at least " if needed.lower_bound else ""
     fix = Fix(action=f"--tensor-parallel-size {tp}", flag="--tensor-parallel-size", value=tp,
               why=f"{qualifier}{weights:.1f} GiB of weights ({needed.how}) over {tp} GPUs is {weights / tp:.1f} GiB each, "
-                  f"leaving a quarter of each GPU's {total * util:.1f} GiB budget for activations and the KV cache",
+                  f"leaving {1 - weights / tp / (total * util):.0%} of each GPU's {total * util:.1f} GiB budget "
+                  "for activations and the KV cache",
               computed_from=("gpu_total_gib", "gpu_memory_utilization", "weights_gib", "allocated_gib",
                              "tried_to_allocate_gib", "model"), reference=DOCS_MEMORY)
     p = outcome(facts, given, tensor_parallel_size=tp)

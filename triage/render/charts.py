@@ -6,11 +6,13 @@ would claim a figure the input does not hold).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..model import Fact, RankMemory, SourceRef, TimelinePoint
-from .common import MEMORY_PARTS
+from .common import MEMORY_PARTS, format_value
+from .decision import SATURATED, Comparison
 
 VIEW_WIDTH = 1000.0     # SVG user units across every chart
 CHART_HEIGHT = 100.0
@@ -26,6 +28,7 @@ class Segment:
     x: float | None = None
     width: float | None = None
     note: str | None = None
+    estimate: bool = False      # not in the input: the report's estimate, drawn apart
 
     @property
     def where(self) -> SourceRef | None:
@@ -67,6 +70,7 @@ class MemoryPicture:
     unknown: tuple[str, ...]
     ranks: tuple[RankBar, ...] = ()
     ranks_same: bool = False
+    axis: tuple["Tick", ...] = ()          # GiB from 0 under every bar, all drawn to one scale
 
 
 def _value(facts: Mapping[str, Fact], name: str) -> float | None:
@@ -78,8 +82,13 @@ def _pct(gib: float, scale: float) -> float:
     return round(100.0 * gib / scale, 3)
 
 
-def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = ()) -> MemoryPicture | None:
-    """The GPU as the incident's own figures describe it, or None when the input gives no memory figure."""
+def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = (),
+                   estimated: Mapping[str, Fact] | None = None) -> MemoryPicture | None:
+    """The GPU as the incident's own figures describe it, or None when the input gives no memory figure.
+    `estimated`: parts the log does not print but the report estimates (the weights of a startup that
+    died loading them, as the fix states them), drawn and labelled as estimates."""
+    estimated = {k: v for k, v in (estimated or {}).items() if k not in facts}
+    facts = {**facts, **estimated}
     total, budget = _value(facts, "gpu_total_gib"), _value(facts, "budget_gib")
     util = facts.get("gpu_memory_utilization")
     parts = [(name, label, _value(facts, name)) for name, label in MEMORY_PARTS]
@@ -106,7 +115,11 @@ def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = ()) 
     cursor = 0.0
     for name, label, gib in parts:
         fact = facts.get(name)
-        if gib is None:
+        if name in estimated:
+            plan.append(Segment(name, f"{label} (estimate)", fact, _pct(cursor, scale), _pct(gib or 0.0, scale),
+                                note=fact.note if fact else None, estimate=True))
+            cursor += gib or 0.0
+        elif gib is None:
             plan.append(Segment(name, label, None))
         elif gib <= 0:
             plan.append(Segment(name, label, fact, note="negative: the other parts already exceed the budget"
@@ -146,7 +159,14 @@ def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = ()) 
     unknown += tuple(dict.fromkeys(s.label for bar in bars for s in bar.segments
                                    if s.fact is None and s.key != "headroom" and s.label not in unknown))
     rank_bars, same = _rank_bars(ranks, scale)
-    return MemoryPicture(tuple(bars), scale_note, unknown, rank_bars, same)
+    return MemoryPicture(tuple(bars), scale_note, unknown, rank_bars, same, _gib_axis(scale))
+
+
+def _gib_axis(scale: float) -> tuple["Tick", ...]:
+    """Round GiB ticks from 0 across a bar `scale` GiB wide; the unit on the last."""
+    step = nice_top(scale / 5)
+    values = [k * step for k in range(int(scale / step) + 1)]
+    return tuple(Tick(_pct(v, scale), _tick(v, "GiB" if v == values[-1] else "")) for v in values)
 
 
 def _segment(facts: Mapping[str, Fact], name: str, label: str, gib: float | None, x: float, scale: float) -> Segment:
@@ -191,18 +211,22 @@ class Series:
 
 
 @dataclass(frozen=True)
-class TimeChart:
-    key: str
-    title: str
-    y_max_label: str
-    series: tuple[Series, ...]
-    missing: str | None = None     # why there is nothing to draw
-
-
-@dataclass(frozen=True)
 class Tick:
     x: float           # %
     label: str
+
+
+@dataclass(frozen=True)
+class TimeChart:
+    key: str
+    title: str
+    y_label: str                       # the unit of the y axis: "%", "requests", "preemptions"
+    series: tuple[Series, ...]
+    missing: str | None = None         # why there is nothing to draw
+    y_ticks: tuple[tuple[float, str], ...] = ()   # (y in the viewBox, label): 0 at the bottom, the top
+    limit: tuple[float, str] | None = None        # a horizontal line (y in the viewBox, label): the 95 % line
+    ticks: tuple[Tick, ...] = ()       # its own x axis, when it is not the timeline's (the /metrics chart)
+    note: str | None = None            # where the figures come from, when not the stats lines
 
 
 @dataclass(frozen=True)
@@ -283,9 +307,49 @@ def _failure_position(points: Sequence[TimelinePoint], failure: SourceRef | None
     return round(100.0 * (before - 0.5) / (n - 1), 3), None
 
 
+def _y_ticks(top: float, unit: str) -> tuple[tuple[float, str], ...]:
+    return ((CHART_HEIGHT, f"0 {unit}"), (_y(top, top), f"{top:,.0f} {unit}"))
+
+
+def _x_ticks(points: Sequence[TimelinePoint]) -> tuple[Tick, ...]:
+    n = len(points)
+    picks = sorted({round(k * (n - 1) / 4) for k in range(5)}) if n > 1 else [0]
+    return tuple(Tick(round(100.0 * (i / (n - 1) if n > 1 else 0.5), 3), points[i].time or points[i].source.where())
+                 for i in picks)
+
+
+def _preemption_chart(values: Sequence[float | None], xs: Sequence[float], scraped: Sequence[TimelinePoint],
+                      metrics_given: bool) -> TimeChart:
+    """Preemptions per step: from the stats lines, or else from /metrics counter deltas (V1 before 0.11.1
+    logs none, but its vllm:num_preemptions_total counts them)."""
+    top = max([v for v in values if v is not None] or [0.0])
+    title = "Preemptions per interval"
+    if top > 0:
+        return TimeChart("preemptions", title, "preemptions",
+                         (Series("preemptions", "preemptions", "bars", _bars_path(values, xs, top)),),
+                         y_ticks=_y_ticks(top, "preemptions"))
+    deltas = [None if p.preemptions is None else float(p.preemptions) for p in scraped]
+    scraped_top = max([v for v in deltas if v is not None] or [0.0])
+    if scraped_top > 0:
+        sx = _xs(len(scraped))
+        return TimeChart("preemptions", "Preemptions between /metrics snapshots", "preemptions",
+                         (Series("preemptions", "preemptions", "bars", _bars_path(deltas, sx, scraped_top)),),
+                         y_ticks=_y_ticks(scraped_top, "preemptions"), ticks=_x_ticks(scraped),
+                         note=f"from vllm:num_preemptions_total: +{sum(v or 0 for v in deltas):,.0f} over "
+                              f"{len(scraped)} snapshots (its own time axis; the log's stats lines do not count them)")
+    if any(v is not None for v in values) or any(v is not None for v in deltas):
+        return TimeChart("preemptions", title, "", (), "none in the stats lines or metrics")
+    metrics = ("the /metrics given hold no preemption count between two snapshots" if metrics_given else
+               "no /metrics snapshots were given (two or more with --metrics count them)")
+    return TimeChart("preemptions", title, "", (), "these stats lines do not count preemptions (V1 prints them from "
+                                                   f"0.11.1; V0 logs a warning line instead), and {metrics}")
+
+
 def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None,
-             metric_paths: frozenset[str] = frozenset()) -> Timeline | None:
-    """Three small charts on one x axis (one step per stats interval or snapshot): KV usage, requests, preemptions."""
+             metric_paths: frozenset[str] = frozenset(),
+             scraped: Sequence[TimelinePoint] = ()) -> Timeline | None:
+    """Three small charts on one x axis (one step per stats interval or snapshot): KV usage with the
+    95 % saturation line, requests running and waiting, preemptions (from /metrics when the log has none)."""
     if not points:
         return None
     step = "/metrics snapshot" if all(p.source.path in metric_paths for p in points) else "stats interval"
@@ -296,32 +360,80 @@ def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None,
     preempted = [None if p.preemptions is None else float(p.preemptions) for p in points]
     charts = []
     if any(v is not None for v in kv):
-        charts.append(TimeChart("kv", "KV cache usage", "100 %", (Series(
-            "kv", "KV cache usage", "area", _area_path(kv, xs, 100.0), _line_path(kv, xs, 100.0)),)))
+        charts.append(TimeChart("kv", "KV cache usage", "%", (Series(
+            "kv", "KV cache usage", "area", _area_path(kv, xs, 100.0), _line_path(kv, xs, 100.0)),),
+            y_ticks=_y_ticks(100.0, "%"), limit=(_y(100.0 * SATURATED, 100.0), f"{100 * SATURATED:.0f} %: saturated")))
     else:
         charts.append(TimeChart("kv", "KV cache usage", "", (), "the stats lines do not give KV cache usage"))
     top = max([v for v in (*running, *waiting) if v is not None] or [0.0])
     if top > 0:
-        charts.append(TimeChart("requests", "Requests running and waiting", f"{top:,.0f}", (
+        charts.append(TimeChart("requests", "Requests running and waiting", "requests", (
             Series("running", "running", "line", _line_path(running, xs, top)),
-            Series("waiting", "waiting", "line", _line_path(waiting, xs, top)))))
+            Series("waiting", "waiting", "line", _line_path(waiting, xs, top))), y_ticks=_y_ticks(top, "requests")))
     elif any(v is not None for v in (*running, *waiting)):
         charts.append(TimeChart("requests", "Requests running and waiting", "", (), "no request ran or waited"))
     else:
         charts.append(TimeChart("requests", "Requests running and waiting", "", (),
                                 "the stats lines do not give request counts"))
-    top = max([v for v in preempted if v is not None] or [0.0])
-    if top > 0:
-        charts.append(TimeChart("preemptions", "Preemptions per interval", f"{top:,.0f}",
-                                (Series("preemptions", "preemptions", "bars", _bars_path(preempted, xs, top)),)))
-    else:
-        charts.append(TimeChart("preemptions", "Preemptions per interval", "", (),
-                                "none in the stats lines" if any(v is not None for v in preempted)
-                                else "these stats lines do not count preemptions (V1 prints them from 0.11.1; "
-                                     "V0 logs a warning line instead)"))
-    n = len(points)
-    picks = sorted({round(k * (n - 1) / 4) for k in range(5)}) if n > 1 else [0]
-    ticks = tuple(Tick(round(100.0 * (i / (n - 1) if n > 1 else 0.5), 3), points[i].time or points[i].source.where())
-                  for i in picks)
+    charts.append(_preemption_chart(preempted, xs, scraped, bool(metric_paths)))
     failure_x, note = _failure_position(points, failure)
-    return Timeline(tuple(charts), n, step, ticks, failure_x, failure, note)
+    return Timeline(tuple(charts), len(points), step, _x_ticks(points), failure_x, failure, note)
+
+
+# --- the deciding comparison ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BarRow:
+    label: str
+    value: str           # the figure with its unit
+    width: float         # % of the axis
+    fact: str | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class DecisionChart:
+    """One comparison as horizontal bars on a labelled axis from 0, with a limit line when it has one."""
+
+    title: str
+    rows: tuple[BarRow, ...]
+    axis: tuple[Tick, ...]
+    limit: Tick | None = None
+
+
+def nice_top(value: float) -> float:
+    """The axis end: the smallest 1, 2, 2.5 or 5 x 10^k not below `value`."""
+    if value <= 0:
+        return 1.0
+    scale = 10 ** math.floor(math.log10(value))
+    return next(m * scale for m in (1, 2, 2.5, 5, 10) if m * scale >= value)
+
+
+def decision_charts(comparisons: Sequence[Comparison]) -> tuple[DecisionChart, ...]:
+    out = []
+    for c in comparisons:
+        values = [f.value for f in c.figures] + ([c.limit.value] if c.limit else [])
+        top = 100.0 if all(f.unit == "%" for f in c.figures) else nice_top(max(values))
+        unit = c.figures[0].unit
+
+        def pct(v: float) -> float:
+            return round(max(0.0, min(100.0, 100.0 * v / top)), 3)
+        rows = tuple(BarRow(f.label, _amount(f.value, f.unit), pct(f.value), f.fact, f.note) for f in c.figures)
+        axis = tuple(Tick(100.0 * k / 4, _tick(top * k / 4, unit if k == 4 else "")) for k in range(5))
+        limit = Tick(pct(c.limit.value), f"{c.limit.label} from {_amount(c.limit.value, c.limit.unit)}") if c.limit else None
+        out.append(DecisionChart(c.title, rows, axis, limit))
+    return tuple(out)
+
+
+def _amount(value: float, unit: str) -> str:
+    """A bar's figure, as the sentence above the chart writes it."""
+    return f"{value:.3g} %" if unit == "%" else format_value(value, unit)
+
+
+def _tick(value: float, unit: str) -> str:
+    """An axis label, short enough for a phone: 0, 2.5, 50k, 200k tokens (the unit on the last one)."""
+    if value >= 10_000:
+        text = f"{value / 1000:,.4g}k"
+    else:
+        text = f"{value:,.0f}" if value == int(value) else f"{value:,.3g}"
+    return f"{text} {unit}".rstrip()

@@ -63,22 +63,36 @@ def format_number(value: Any, unit: str | None = None) -> str:
             return f"{value:,.2f}"
         if unit == "ratio":
             return f"{value:.3g}"
-        return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+        if unit == "seconds":     # 0.17 s, 12.4 s, 1,234 s: a latency, not a float's every digit
+            return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}" if abs(value) < 100 else f"{value:,.0f}"
+        # counts (tokens, requests, preemptions, per minute): whole above 100, three figures below
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
     return str(value)
 
 
-_SINGULAR = {"tokens": "token", "processes": "process", "lines": "line", "requests": "request", "GPUs": "GPU",
-             "preemptions": "preemption", "intervals": "interval", "blocks": "block", "minutes": "minute"}
+_SINGULAR = {"WARNING/ERROR lines": "WARNING/ERROR line",
+             "tokens": "token", "processes": "process", "lines": "line", "requests": "request", "GPUs": "GPU",
+             "preemptions": "preemption", "intervals": "interval", "blocks": "block", "minutes": "minute",
+             "snapshots": "snapshot", "attempts": "attempt", "groups": "group",
+             "instances": "instance", "scrapes": "scrape"}
+_SHORT_UNITS = {"seconds": "s"}
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 line", "2 lines", "1,024 lines": the noun agrees with its count."""
+    return f"{count:,} {_SINGULAR.get(noun, noun) if count == 1 else noun}"
 
 
 def format_value(value: Any, unit: str | None = None) -> str:
-    """A figure with its unit ("57.00 GiB", "415,072 tokens", "12.67x"); absent is "unknown", never 0."""
+    """A figure with its unit ("57.00 GiB", "415,072 tokens", "0.17 s", "12.67x"); absent is "unknown", never 0."""
     text = format_number(value, unit)
     if value is None or isinstance(value, (bool, str)) or not unit or unit == "ratio":
         return text
     if unit == "x":
         return f"{text}x"
-    if value == 1:
+    if unit in _SHORT_UNITS:
+        return f"{text} {_SHORT_UNITS[unit]}"
+    if text == "1":
         unit = _SINGULAR.get(unit, unit)
     return f"{text} {unit}"
 
@@ -91,7 +105,7 @@ def format_fact(fact: Fact | None) -> str:
     if fact is None:
         return UNKNOWN
     if fact.unit == "ratio" and isinstance(fact.value, float) and fact.name not in FRACTION_FACTS:
-        return f"{fact.value:.1%}".replace(".0%", "%")
+        return f"{fact.value:.1%}".replace(".0%", "%").replace("%", " %")
     return format_value(fact.value, fact.unit)
 
 
@@ -164,12 +178,13 @@ def split_match(ref: SourceRef) -> tuple[str, str, str]:
 
 
 def coverage_sentence(report: Report) -> str:
-    parts = [f"{i.path}: {i.lines_read:,} lines read, {i.lines_recognised:,} recognised, {i.vllm_lines:,} from vLLM"
-             for i in report.inputs]
+    parts = [f"{i.path}: {plural(i.lines_read, 'lines')} read, {i.lines_recognised:,} recognised, "
+             f"{i.vllm_lines:,} from vLLM" for i in report.inputs]
     text = "; ".join(parts) + "." if parts else "No input was read."
     if report.unrecognised:
         total = sum(g.count for g in report.unrecognised)
-        text += f" {total:,} WARNING/ERROR line(s) in {len(report.unrecognised):,} group(s) were not recognised."
+        text += (f" {plural(total, 'WARNING/ERROR lines')} in {plural(len(report.unrecognised), 'groups')} "
+                 f"{'was' if total == 1 else 'were'} not recognised.")
     return text
 
 
@@ -177,8 +192,8 @@ def attempts_sentence(report: Report) -> str | None:
     n = len(report.attempts)
     if n < 2:
         return None
-    return (f"{n} startup attempts in this input; this report is about the last. "
-            f"{report.same_failure_attempts} of {n} ended as {report.diagnosis.verdict}.")
+    return (f"{report.same_failure_attempts} of {n} startups in this input ended as {report.diagnosis.verdict}; "
+            "this report is about the last.")
 
 
 def redactions_sentence(report: Report) -> str | None:
@@ -217,12 +232,12 @@ def instance_figures(figures: Mapping[str, Any], sep: str = "  ") -> str:
 
 
 def fleet_heading(fleet: FleetView) -> str:
-    """Where the fleet's figures came from: "3 instance(s) from http://prom:9090 {pod=~...}, A to B (step 15 s)"."""
+    """Where the fleet's figures came from: "3 instances from http://prom:9090 {pod=~...}, A to B (step 15 s)"."""
     o = fleet.origin
     where = o.name + (f" {o.selector}" if o.selector else "")
     window = f", {o.start} to {o.end}" if o.start and o.end and o.start != o.end else (f", at {o.end}" if o.end else "")
     step = f" (step {o.step_seconds:g} s)" if o.step_seconds else ""
-    return f"{len(fleet.instances)} instance(s) from {where}{window}{step}"
+    return f"{plural(len(fleet.instances), 'instances')} from {where}{window}{step}"
 
 
 def fleet_tally(fleet: FleetView) -> str:

@@ -40,7 +40,7 @@ def _inputs(report) -> str:
 
 def render_diff_text(c: Comparison, **_: Any) -> str:
     b, a = c.before.diagnosis, c.after.diagnosis
-    out = [c.headline, "", f"  {'':<26} {'BEFORE':<22} AFTER",
+    out = [c.headline, *(f"warning: {w}" for w in c.warnings), "", f"  {'':<26} {'BEFORE':<22} AFTER",
            f"  {'verdict':<26} {b.verdict:<22} {a.verdict}",
            f"  {'confidence':<26} {b.confidence:<22} {a.confidence}",
            f"  {'rule':<26} {(b.rule_path or ('-',))[-1]:<22} {(a.rule_path or ('-',))[-1]}"]
@@ -69,7 +69,7 @@ def _rows(rows) -> list[dict[str, Any]]:
 
 
 def diff_dict(c: Comparison) -> dict[str, Any]:
-    return {"outcome": c.outcome, "headline": c.headline,
+    return {"outcome": c.outcome, "headline": c.headline, "warnings": list(c.warnings),
             "sections": {title: _rows(rows) for title, rows in c.sections},
             "settings_changed": _rows(c.settings_changed), "settings_same": list(c.settings_same),
             "before": report_dict(c.before), "after": report_dict(c.after)}

@@ -45,5 +45,5 @@ def render_gpu_text(snap: GpuSnapshot, **_: Any) -> str:
     where = "NVML" + (f" on {snap.host}" if snap.host else "") if snap.origin == "nvml" else snap.path
     extra = ", ".join(x for x in (f"driver {snap.driver}" if snap.driver else "", snap.taken_at or "") if x)
     out.append(f"Read from {where}" + (f" ({extra})" if extra else "") + ".")
-    out.append("For a diagnosis: vtriage gpu --json > gpu.json; vtriage LOG --gpu-snapshot gpu.json")
+    out.append("For a diagnosis: vtriage gpu --format json > gpu.json; vtriage LOG --gpu-snapshot gpu.json")
     return "\n".join(out) + "\n"

@@ -15,8 +15,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from ..model import Report, SourceRef
-from . import charts
+from ..model import Fact, Report, SourceRef
+from . import charts, decision
 from .common import (attempts_sentence, clip, command_heading, coverage_sentence, fix_is_unchecked, fleet_heading,
                      fleet_tally, format_fact, format_value, instance_figures, lead_finding, listed_fixes,
                      no_command_sentence, ordered_facts, quiet_suppressions, redactions_sentence, references, split_match,
@@ -82,9 +82,16 @@ def _script() -> tuple[Markup, str]:
     return Markup(source), f"'sha256-{digest}'"
 
 
+def _estimates(first: decision.Lead) -> dict[str, Fact]:
+    """Figures the deciding comparison estimated, for the memory picture to draw as estimates."""
+    return {f.fact_estimated: Fact(f.fact_estimated, f.value, f.unit, (), f"estimate: {f.note}")
+            for c in first.comparisons for f in c.figures if f.fact_estimated}
+
+
 def context(report: Report) -> dict[str, Any]:
     d = report.diagnosis
     lead = lead_finding(report)
+    first = decision.lead(report)
     script, script_hash = _script()
     attempts = report.attempts[-MAX_ATTEMPTS:]
     return {
@@ -99,9 +106,12 @@ def context(report: Report) -> dict[str, Any]:
         "command_heading": command_heading(report.launch) if report.launch else None,
         "no_command": no_command_sentence(d.fixes) if report.launch is None else None,
         "doc_links": references(d.fixes),
-        "memory": charts.memory_picture(d.facts, report.ranks),
+        "memory": charts.memory_picture(d.facts, report.ranks, _estimates(first)),
         "timeline": charts.timeline(report.timeline, report.failure_at,
-                                    frozenset(i.path for i in report.inputs if i.kind == "metrics")),
+                                    frozenset(i.path for i in report.inputs if i.kind == "metrics"),
+                                    report.metrics_timeline),
+        "first": first,
+        "decision": charts.decision_charts(first.comparisons),
         "failure": log_line(report.failure_at) if report.failure_at else None,
         "facts": ordered_facts(d.facts),
         "log_line": log_line,

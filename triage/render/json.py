@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ..model import CoverageGroup, Fact, Finding, Fix, FleetView, Report, RuledOut, SourceRef
+from . import decision
 
 
 def _ref(ref: SourceRef) -> dict[str, Any]:
@@ -71,6 +72,17 @@ def _suppressed(report: Report) -> list[dict[str, Any]]:
             for x in report.suppressions]
 
 
+def _figure(f: decision.Figure) -> dict[str, Any]:
+    return {"label": f.label, "value": f.value, "unit": f.unit, "fact": f.fact, "note": f.note}
+
+
+def _headline(report: Report) -> dict[str, Any]:
+    first = decision.lead(report)
+    return {"decided_by": first.decided_by, "restarts": first.restarts, "impact": first.impact,
+            "comparisons": [{"title": c.title, "figures": [_figure(f) for f in c.figures],
+                             "limit": _figure(c.limit) if c.limit else None} for c in first.comparisons]}
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     d = report.diagnosis
     lead = d.findings[0] if d.findings else None
@@ -82,6 +94,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "severity": report.severity,
         "runbook": report.runbook,
         "summary": lead.summary if lead else None,
+        "headline": _headline(report),
         "rule_path": list(d.rule_path),
         "attempts": [{"index": a.index, "verdict": a.verdict, "failed_phase": a.failed_phase,
                       "first": _ref(a.first) if a.first else None, "last": _ref(a.last) if a.last else None}
@@ -89,6 +102,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "same_failure_attempts": report.same_failure_attempts,
         "findings": [_finding(f) for f in d.findings],
         "ruled_out": [_ruled_out(r) for r in d.ruled_out],
+        "not_assessed": [{"verdict": r.verdict, "reason": r.reason, "missing": list(r.facts)} for r in d.not_assessed],
         "suppressed": _suppressed(report),
         "fixes": [_fix(f) for f in d.fixes],
         "command": report.command,
@@ -105,6 +119,9 @@ def report_dict(report: Report) -> dict[str, Any]:
         "timeline": [{"time": t.time, "kv_cache_usage": t.kv_cache_usage, "running": t.running, "waiting": t.waiting,
                       "preemptions": t.preemptions, "source": t.source.path, "line": t.source.line}
                      for t in report.timeline],
+        "metrics_timeline": [{"time": t.time, "kv_cache_usage": t.kv_cache_usage, "running": t.running,
+                              "waiting": t.waiting, "preemptions": t.preemptions, "source": t.source.path,
+                              "line": t.source.line} for t in report.metrics_timeline],
         "failure_at": _ref(report.failure_at) if report.failure_at else None,
         "ranks": [{"process": r.process, "weights_gib": r.weights_gib, "kv_cache_gib": r.kv_cache_gib,
                    "this_process_gib": r.this_process_gib, "failed": r.failed} for r in report.ranks],

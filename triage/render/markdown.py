@@ -10,7 +10,8 @@ import re
 from typing import Any
 
 from ..model import Report, SourceRef
-from .common import (MEMORY_PARTS, attempts_sentence, clip, command_heading, coverage_sentence, fix_is_unchecked,
+from . import decision
+from .common import (MEMORY_PARTS, clip, command_heading, coverage_sentence, fix_is_unchecked,
                      fleet_heading, fleet_tally, format_fact, instance_figures, key_fact_names, lead_finding, listed_fixes,
                      no_command_sentence, quiet_suppressions, redactions_sentence, references, unchecked_note,
                      verdict_title, window_sentence)
@@ -98,6 +99,11 @@ def render_markdown(report: Report, **_: Any) -> str:
     severity = f", severity {report.severity}" if report.severity else ""
     out: list[str] = [f"### vtriage: {prose(verdict_title(d.verdict))} ({d.confidence} confidence{severity})", ""]
     out += _fleet(report)
+    first = decision.lead(report)
+    leading = [(label, text) for label, text in (("Decided by", first.decided_by), ("Restarts", first.restarts),
+                                                 ("Impact", first.impact)) if text]
+    if leading:
+        out += [f"- **{label}:** {prose(text)}" for label, text in leading] + [""]
     if lead:
         out += [f"**{prose(lead.summary)}**", ""]
         if lead.why:
@@ -106,9 +112,6 @@ def render_markdown(report: Report, **_: Any) -> str:
             out += [f"What would settle it: {prose(lead.settle)}", ""]
     elif d.suppressed:
         out += ["**Every rule that fired is suppressed (below), and no other rule decides.**", ""]
-    attempts = attempts_sentence(report)
-    if attempts:
-        out += [f"_{prose(attempts)}_", ""]
     if report.window:
         out += [f"_{prose(window_sentence(report.window))} Times: {prose(report.window.basis)}._", ""]
 
@@ -125,8 +128,8 @@ def render_markdown(report: Report, **_: Any) -> str:
             action = code_span(fix.action) if fix.flag and fix.action.startswith("--") else f"**{prose(fix.action)}**"
             mark = f" _({prose(unchecked_note(fix))})_" if fix_is_unchecked(fix) else ""
             out.append(f"{i}. {action}{mark}: {prose(fix.why)}")
-            if fix.predicted:
-                out.append(f"   _Predicted:_ {prose(fix.predicted['summary'])}")
+            if fix.predicted:     # a nested item: a plain continuation line would join the paragraph above
+                out.append(f"   - predicted: {prose(fix.predicted['summary'])}")
         if short:
             out += ["", "**Not enough alone** (the capacity model predicts each fails or falls short on its own):", ""]
             for i, fix in short:
@@ -168,6 +171,10 @@ def render_markdown(report: Report, **_: Any) -> str:
         for r in d.ruled_out:
             where = f" ({', '.join(code_span(e.where()) for e in r.evidence[:2])})" if r.evidence else ""
             out.append(f"- **{prose(r.verdict)}**: {prose(r.reason)}{where}")
+        out.append("")
+    if d.not_assessed:
+        out += ["#### Not assessed", "", "_No fact in the input rules these in or out._", ""]
+        out += [f"- **{prose(r.verdict)}**: {prose(r.reason)}" for r in d.not_assessed]
         out.append("")
 
     runbook = _runbook(report)

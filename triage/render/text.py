@@ -6,8 +6,9 @@ from typing import Any
 
 from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
+from . import decision
 from .common import (command_heading, fix_is_unchecked, fleet_heading, fleet_tally, instance_figures, listed_fixes,
-                     no_command_sentence, quiet_suppressions, unchecked_note, window_sentence)
+                     no_command_sentence, plural, quiet_suppressions, unchecked_note, verdict_title, window_sentence)
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
@@ -50,7 +51,7 @@ def _fleet(fleet: FleetView, s: "_Style") -> list[str]:
         out.append(f"  {inst.name.ljust(width)}  {s(inst.verdict.ljust(vwidth), colour)}  {instance_figures(inst.figures)}")
         for reason in inst.stands_out:
             out.append(s(f"  {' ' * width}  ^ stands out: {reason}", "yellow"))
-    out.append(f"Overall: {s(fleet.verdict.upper().replace('_', ' '), 'bold')} ({fleet_tally(fleet)}). "
+    out.append(f"Overall: {s(verdict_title(fleet.verdict).upper(), 'bold')} ({fleet_tally(fleet)}). "
                f"In detail: {fleet.detail}")
     out.append("")
     return out
@@ -78,8 +79,14 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     d = report.diagnosis
     out: list[str] = _fleet(report.fleet, s) if report.fleet else []
     lead = d.findings[0] if d.findings else None
-    title = d.verdict.upper().replace("_", " ")
+    title = verdict_title(d.verdict).upper()
     out.append(s(f"{title}", "bold", _VERDICT_COLOUR.get(d.verdict, "red")) + s(f"  ({d.confidence} confidence)", "dim"))
+    first = decision.lead(report)
+    for label, text in (("Decided by", first.decided_by), ("Restarts", first.restarts), ("Impact", first.impact)):
+        if text:
+            lines = textwrap.wrap(text, 100 - 12)
+            out.append(s(f"{label + ':':<12}", "bold") + lines[0])
+            out.extend(" " * 12 + line for line in lines[1:])
     if lead:
         out.extend(textwrap.wrap(lead.summary, 100))
         if lead.why:
@@ -132,35 +139,33 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         for f in others:
             out.append(f"  - {f.title}: {f.summary}")
     out.extend(_suppressed(report, s))
-    if d.ruled_out:
-        out.append("")
-        out.append(s("Ruled out", "bold"))
-        width = max(len(r.verdict) for r in d.ruled_out)
-        for r in d.ruled_out:
-            out.append(f"  {r.verdict.ljust(width)}  {r.reason}")
+    width = max((len(r.verdict) for r in (*d.ruled_out, *d.not_assessed)), default=0)
+    for heading, items in (("Ruled out", d.ruled_out), ("Not assessed", d.not_assessed)):
+        if items:
+            out.append("")
+            out.append(s(heading, "bold") + (s("  (no fact in the input rules these in or out)", "dim")
+                                             if items is d.not_assessed else ""))
+            out.extend(f"  {r.verdict.ljust(width)}  {r.reason}" for r in items)
     out.append("")
     if report.runbook:
         out.append(f"Runbook: {report.runbook}  (vtriage explain {d.verdict})")
     if report.window:
         out.append(window_sentence(report.window))
         out.append(s(f"Times: {report.window.basis}.", "dim"))
-    if len(report.attempts) > 1:
-        out.append(f"Attempts: {len(report.attempts)} startups in this log; this is the last. "
-                   f"{report.same_failure_attempts} of {len(report.attempts)} ended as {d.verdict}.")
     if report.fleet is None and any(i.kind == "metrics" for i in report.inputs):
         figures = {n: d.facts[n].value for n in KEY_FIGURES if n in d.facts}
         window = d.facts.get("metrics_window_seconds")
         scrapes = d.facts.get("metrics_snapshots")
         span = f" over {window.value:.0f} s" if window else ""
-        count = f"{scrapes.value} scrape(s){span}: " if scrapes else ""
+        count = f"{plural(scrapes.value, 'scrapes')}{span}: " if scrapes else ""
         out.append(s(f"Metrics, {count}{instance_figures(figures)}.", "dim"))
     for inp in report.inputs:
-        out.append(s(f"Read {inp.path}: {inp.lines_read:,} lines, {inp.lines_recognised:,} recognised, "
+        out.append(s(f"Read {inp.path}: {plural(inp.lines_read, 'lines')}, {inp.lines_recognised:,} recognised, "
                      f"{inp.vllm_lines:,} from vLLM.", "dim"))
     if report.unrecognised:
         total = sum(g.count for g in report.unrecognised)
-        out.append(s(f"{total:,} WARNING/ERROR line(s) in {len(report.unrecognised)} group(s) were not recognised; "
-                     "the largest:", "dim"))
+        out.append(s(f"{plural(total, 'WARNING/ERROR lines')} in {plural(len(report.unrecognised), 'groups')} "
+                     f"{'was' if total == 1 else 'were'} not recognised; the largest:", "dim"))
         for g in report.unrecognised[:3]:
             out.append(s(f"  {g.count:>5} x {g.level} {g.template[:100]}  ({g.example.where()})", "dim"))
     if report.redactions:
