@@ -6,6 +6,7 @@ with --fail-on, 1 when the verdict matches and 0 otherwise. `vtriage gpu` adds 4
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import sys
 import tempfile
@@ -79,15 +80,32 @@ def _config_options(fn):
 
 
 def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
-    """Write `text` to `path` through a temporary file and a rename; never over an input."""
-    target = Path(path)
-    for given in inputs:
-        if given != "-" and target.exists() and os.path.samefile(given, target):
-            raise InputError(path, "is one of the inputs; refusing to overwrite it", "choose another -o path")
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise InputError(path, f"directory {directory} does not exist", "create it first")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    """Write `text` to `path`; never over an input, never replacing what is not a regular file.
+
+    A regular file (or a new one) is written through a temporary file and a rename, so a reader never
+    sees half a report. A symlink is followed: its target gets the report, the link stays. A device,
+    FIFO or socket (/dev/null, /dev/stdout, a named pipe) is written straight to, as a shell's `>`
+    would: a rename would put a regular file in its place. Every OS error is one line, never a traceback.
+    """
+    target = Path(os.path.realpath(path))
+    if target.is_symlink():
+        raise InputError(path, "is a symbolic link that loops", "give a file path")
+    try:
+        for given in inputs:
+            if given != "-" and target.exists() and os.path.samefile(given, target):
+                raise InputError(path, "is one of the inputs; refusing to overwrite it", "choose another -o path")
+        if target.is_dir():
+            raise InputError(path, "is a directory", "give a file name, e.g. -o report.txt")
+        if target.exists() and not target.is_file():
+            with open(target, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            return
+        directory = target.parent
+        if not directory.is_dir():
+            raise InputError(path, f"directory {directory} does not exist", "create it first")
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -96,12 +114,32 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
         os.umask(umask)
         os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~umask)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from None
         raise
+
+
+_WRITE_HINTS = {
+    errno.EACCES: "choose a directory you can write to",
+    errno.EPERM: "choose a directory you can write to",
+    errno.EROFS: "the file system is read-only: write the report somewhere else",
+    errno.ENOSPC: "free some space, or write the report somewhere else",
+    errno.EDQUOT: "free some space, or write the report somewhere else",
+    errno.EISDIR: "give a file name, e.g. -o report.txt",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.ENAMETOOLONG: "choose a shorter file name",
+}
+
+
+def _write_error(where: str, exc: OSError) -> InputError:
+    """An OS error while writing output, as one line: where, what the system said, what to try."""
+    what = f"cannot write: {(exc.strerror or str(exc)).lower()}"
+    return InputError(where, what, _WRITE_HINTS.get(exc.errno or 0, ""))
 
 
 def _use_color(fmt: str, output: str | None) -> bool:
@@ -706,8 +744,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("vtriage: interrupted", err=True)
         sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
+    except BrokenPipeError:        # the reader of stdout went away (| head): nothing left to say
+        _drop_stdout()
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:          # stdout on a full disk, a read that failed under us
+        _drop_stdout()
+        if isinstance(exc.filename, str):
+            message = f"{exc.filename}: {(exc.strerror or str(exc)).lower()}"
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            message = str(_write_error("<stdout>", exc))
+        else:
+            message = (exc.strerror or str(exc)).lower()
+        click.echo(f"vtriage: error: {message}", err=True)
         sys.exit(EXIT_USAGE)
     except SystemExit:
         raise
@@ -718,6 +766,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                    "(set VTRIAGE_DEBUG=1 for the traceback, and please report it)", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(0)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush of a broken stdout says nothing more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":
