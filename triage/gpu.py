@@ -21,6 +21,7 @@ import regex
 from .errors import InputError, TriageError
 from .facts import FACTS
 from .model import Fact, SourceRef
+from .redact import Redactor
 
 EXIT_NO_GPU = 4
 SNAPSHOT_FORMAT = 1
@@ -162,7 +163,9 @@ def probe(nvml: Any, vllm_pids: Sequence[int] = (), proc: ProcReader | None = No
                 vllm, why = classify(p.pid, pname, cmdline, vllm_pids, proc.parent)
                 shown = f"{used:.0f} MiB" if used is not None else "memory unknown"
                 ref = SourceRef("NVML", 0, f"GPU {index} pid {p.pid} {pname or '?'} {shown}")
-                processes.append(GpuProcess(index, p.pid, pname, used, vllm, why, ref, cmdline, proc.parent(p.pid)))
+                shown_cmdline = Redactor().text(cmdline) if cmdline else cmdline   # `vllm serve --api-key K`
+                processes.append(GpuProcess(index, p.pid, pname, used, vllm, why, ref, shown_cmdline,
+                                            proc.parent(p.pid)))
     finally:
         nvml.nvmlShutdown()
     when = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")

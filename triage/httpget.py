@@ -14,8 +14,9 @@ import requests
 
 from . import __version__
 from .errors import InputError
+from .redact import Redactor
 
-_SECRET_PARAM = regex.compile(r"(?i)token|key|secret|passw|auth|sig")
+_SECRET_PARAM = regex.compile(r"(?i)token|key|secret|passw|pass|pwd|auth|sig|credential|^hf$")
 _HEADER = regex.compile(r"^\s*(?P<name>[!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*:\s*(?P<value>.*?)\s*$")
 
 
@@ -30,10 +31,12 @@ class HttpOptions:
 
 
 def parse_header(text: str) -> tuple[str, str]:
-    """`--header 'Name: value'` -> (name, value); anything else is a usage error."""
+    """`--header 'Name: value'` -> (name, value); anything else is a usage error that never shows the value."""
     m = _HEADER.match(text)
     if not m or not m["value"]:
-        raise InputError("--header", f"{text.split(':', 1)[0]!r} is not 'Name: value'",
+        name = text.split(":", 1)[0].strip() if ":" in text else ""
+        shown = repr(name) if name and _HEADER.match(f"{name}: x") else "a header"
+        raise InputError("--header", f"{shown} is not 'Name: value' (the rest is not shown: it may be a secret)",
                          "e.g. --header 'Authorization: Bearer TOKEN'")
     return m["name"], m["value"]
 
@@ -42,19 +45,26 @@ def display_url(url: str) -> str:
     """The URL as reports and errors show it: no user:password, secret-looking query values masked."""
     try:
         parts = urlsplit(url)
-    except ValueError:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+    except ValueError:          # not a URL urllib can take apart: mask what looks secret in the text
+        return Redactor().text(url)
+    if ":" in host.rsplit(":", 1)[0]:
+        host = f"[{host.rsplit(':', 1)[0]}]:{host.rsplit(':', 1)[1]}" if parts.port else f"[{host}]"
     query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in parse_qsl(parts.query, True)],
                       safe="{}=~\":/,*")
     return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
 def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError as exc:
+        raise InputError(display_url(url), f"is not a valid URL ({exc})",
+                         "e.g. http://localhost:8000/metrics, http://[::1]:8000/metrics") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise InputError(display_url(url), "is not an http:// or https:// URL",
                          "e.g. http://localhost:8000/metrics")
 
