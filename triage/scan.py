@@ -34,9 +34,10 @@ def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line:
     lines = block.split(b"\n")
     if block.endswith(b"\n") or not block:
         lines.pop()
-    # map/compress keep the per-line loop in C: this is the hot loop of a large log.
-    numbers: Iterable[int] = range(first_line, first_line + len(lines))
-    rest = lines
+    # map/compress keep the per-line loop in C: this is the hot loop of a large log. Empty lines go
+    # first (a block of nothing but newlines must not cost a pattern search per line).
+    numbers: Iterable[int] = list(itertools.compress(range(first_line, first_line + len(lines)), lines))
+    rest = list(filter(None, lines))
     counts = []
     for pattern in patterns:
         n = len(rest)
@@ -45,4 +46,4 @@ def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line:
         numbers = list(itertools.compress(numbers, unclaimed))
         rest = list(itertools.compress(rest, unclaimed))
         counts.append(n - len(rest))
-    return [(number, line) for number, line in zip(numbers, rest) if line], len(lines), counts
+    return list(zip(numbers, rest)), len(lines), counts
