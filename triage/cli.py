@@ -36,7 +36,7 @@ from .render.selftest import render_selftest_json, render_selftest_text
 from .ruleset import load_rules
 from .runbooks import resolve_topic, runbook_link, runbook_text
 from .selftest import bundled_fixtures, run_selftest
-from .signatures import load_signatures
+from .signatures import MATCH_TIMEOUT_S, load_signatures, nested_quantifier
 from .sources import open_log, read_small_text
 from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
 from .timewindow import utc_now
@@ -347,6 +347,12 @@ def rules_command(rules_dir: str | None, show: str) -> None:
                 walk(kit.rules.children.get(node.id, ()), depth + 1)
         walk(kit.rules.roots, 0)
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
+    for sig in kit.signatures.signatures:
+        if nested_quantifier(sig.pattern.pattern):
+            click.echo(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
+                       f"(like (a+)+): it can take exponential time on a line it almost matches; each search is cut "
+                       f"after {MATCH_TIMEOUT_S:g} s and the line skipped (hint: give the inner repeat a separator, "
+                       "e.g. (?:\\w+ )* instead of (?:\\w+\\s?)*)", err=True)
 
 
 # --- capacity: what-if and the pre-deploy check -----------------------------------------------------

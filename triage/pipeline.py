@@ -106,7 +106,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     needs each log's events whole, so with a window they are collected before attempts are cut.
     """
     sigs = kit.signatures
-    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor) for inp in inputs]
+    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor, inp.warnings) for inp in inputs]
     metric_samples = _redacted(metric_samples, redactor)
     extra_warnings: list[str] = list(metric_warnings)
     streams: Sequence[Iterable[LogEvent]] = parses

@@ -5,6 +5,7 @@ Redaction happens once, when evidence text is captured, so no renderer can leak 
 """
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from typing import Any, Callable, Mapping
 
@@ -15,13 +16,14 @@ MASK = "***"
 # A secret is found by its name (an assignment, a flag, a header) or by its shape (a vendor's token
 # format, URL credentials, a PEM block). Each rule yields (kind, start, end) spans to mask; every
 # pattern here is linear in the line (a hostile line must not make redaction the slow step).
-_QUOTED = r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*\""""
+_QUOTED = r"""'(?:[^'\\\n]|\\.){0,8192}'|"(?:[^"\\\n]|\\.){0,8192}\""""   # bounded: one unclosed quote
+                                                                        # per name must not scan the line each time
 # Names that hold secrets: *PASSWORD*/*PASSWD* anywhere; *_KEY, *_TOKEN, *_SECRET, *_PASS, *_PWD,
 # *_CREDENTIALS, *_AUTH as the last word (VLLM_API_KEY, GITHUB_TOKEN, SECRET_KEY, REDIS_PASS), any case.
 _SECRET_NAME = (r"(?:[\w.-]*?passw(?:or)?d[\w.-]*"
                 r"|(?:[\w.-]*?[_.-])?(?:api[_-]?key|apikey|key|token|secret|pass|pwd|credentials?|auth))(?![\w.-])")
-_ESCAPED_QUOTES = r"""\\'(?:[^'\\\n]|\\[^'])*\\'|\\"(?:[^"\\\n]|\\[^"])*\\\""""  # \"...\" inside a string
-_VALUE = rf"(?P<value>\[[^\]\n]*\]|{_QUOTED}|{_ESCAPED_QUOTES}|[^\s'\",;)\]}}]+)"
+_ESCAPED_QUOTES = r"""\\'(?:[^'\\\n]|\\[^']){0,8192}\\'|\\"(?:[^"\\\n]|\\[^"]){0,8192}\\\""""  # \"...\"
+_VALUE = rf"(?P<value>\[[^\[\]\n]{{0,8192}}\]|{_QUOTED}|{_ESCAPED_QUOTES}|['\"]?[^\s'\",;)\]}}]+)"
 _ASSIGNED = re.compile(rf"(?i)(?<![\w.-])(?P<name>{_SECRET_NAME})(?:\\?['\"])?\s*[=:]\s*{_VALUE}")
 _FLAG = re.compile(rf"(?i)(?<![\w-])--(?P<name>{_SECRET_NAME})(?:=|\s+)(?!-)(?P<value>{_QUOTED}|[^\s'\",;)\]}}]+)")
 _ELEMENT = re.compile(rf"{_QUOTED}|[^\s,\[\]'\"]+")
@@ -143,15 +145,16 @@ class Redactor:
             found.extend((kind, *m.span("secret")) for kind, pattern in _PROMPTS for m in pattern.finditer(text))
         if not found:
             return text, lambda pos: pos
-        cuts: list[tuple[int, int]] = []
+        cuts: list[tuple[int, int]] = []        # sorted, never overlapping: the first rule to find a span wins
         for kind, start, end in found:
-            if start >= end or text[start:end] == MASK or any(s < end and start < e for s, e in cuts):
+            at = bisect.bisect_left(cuts, (start, end))
+            if start >= end or text[start:end] == MASK or (at and cuts[at - 1][1] > start) \
+                    or (at < len(cuts) and cuts[at][0] < end):
                 continue
-            cuts.append((start, end))
+            cuts.insert(at, (start, end))
             self.counts[kind] += 1
         if not cuts:
             return text, lambda pos: pos
-        cuts.sort()
         out, shifts, last = [], [], 0
         for start, end in cuts:
             out.append(text[last:start])

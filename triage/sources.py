@@ -353,7 +353,7 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
             pending.append((pool.apply_async(_split_range, (job,)), job[2]))
         while pending:
             result, end = pending.popleft()
-            rest, count, tally, cut = result.get()
+            rest, count, tally = result.get()
             for job in itertools.islice(queue, 1):
                 pending.append((pool.apply_async(_split_range, (job,)), job[2]))
             for rel, raw in rest:
@@ -362,7 +362,6 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
                 yield number + rel, _decode(raw, inp)
             number += count
             inp.bulk_lines = [a + b for a, b in zip(inp.bulk_lines, tally)]
-            inp.cut_lines += cut
             if inp.progress is not None:
                 inp.progress(end)
             if number > MAX_LINES:
@@ -373,29 +372,26 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
 
 
 def _split_range(job: tuple[str, int, int, tuple[re.Pattern[bytes], ...]]
-                 ) -> tuple[list[tuple[int, bytes]], int, list[int], int]:
+                 ) -> tuple[list[tuple[int, bytes]], int, list[int]]:
     """Worker: split the lines that START in [start, end) of a file (the last one may run past end).
 
     A range with no line start in it gives nothing and reads nothing past its end, so the ends of a
     line longer than many ranges are looked for once, by the range where the line starts."""
     path, start, end, bulk = job
-    cut = 0
     with open(path, "rb") as handle:
         handle.seek(max(0, start - 1))
         data = handle.read(end - max(0, start - 1))
         if start > 0:
             first = data.find(b"\n")              # data[0] is the byte before the range
             if first == -1:
-                return [], 0, [0] * len(bulk), 0
+                return [], 0, [0] * len(bulk)
             data = data[first + 1:]
         if data and not data.endswith(b"\n"):
             tail = handle.readline(MAX_LINE_BYTES)
             if not tail.endswith(b"\n") and len(tail) >= MAX_LINE_BYTES:
-                cut += 1
-                _skip_rest_of_line(handle)
+                _skip_rest_of_line(handle)      # the line is over MAX_LINE_BYTES: _decode cuts and counts it
             data += tail
-    rest, count, tally = split_block(data, bulk, 1)
-    return rest, count, tally, cut
+    return split_block(data, bulk, 1)
 
 
 def _skip_rest_of_line(stream: BinaryIO) -> None:
