@@ -24,7 +24,7 @@ from .errors import InputError, TriageError
 from .gate import verdicts_failing
 from .gpu import GpuSnapshot, import_nvml, probe, snapshot_facts, snapshot_json
 from .gpusmi import read_gpu_input
-from .httpget import HttpOptions, parse_header
+from .httpget import MAX_BYTES, HttpOptions, parse_header
 from .metricinputs import MetricsRead, read_files, read_prometheus, read_urls
 from .model import VERDICTS, InputSummary, Report
 from .pipeline import Toolkit, build_report
@@ -174,14 +174,14 @@ def cli() -> None:
 
 
 def _http_options(headers: Sequence[str], ca_cert: str | None, insecure: bool, connect_timeout: float,
-                  read_timeout: float, api_key: bool) -> HttpOptions:
+                  read_timeout: float, max_bytes: int, api_key: bool) -> HttpOptions:
     """Headers from --header, plus vLLM's own convention: VLLM_API_KEY as a bearer token."""
     parsed = dict(parse_header(h) for h in headers)
     key = os.environ.get("VLLM_API_KEY")
     if api_key and key and not any(name.lower() == "authorization" for name in parsed):
         parsed["Authorization"] = f"Bearer {key}"
     return HttpOptions(headers=parsed, verify=False if insecure else (ca_cert or True),
-                       connect_timeout=connect_timeout, read_timeout=read_timeout)
+                       connect_timeout=connect_timeout, read_timeout=read_timeout, max_bytes=max_bytes)
 
 
 def _countdown():
@@ -211,7 +211,7 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
     interval_given = ctx.get_parameter_source("interval") == click.core.ParameterSource.COMMANDLINE
     if o["metrics_files"]:
         return read_files(o["metrics_files"], o["interval"] if interval_given else None)
-    web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"])
+    web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"], o["max_bytes"])
     if o["metrics_urls"]:
         return read_urls(o["metrics_urls"], o["samples"], o["interval"], _http_options(*web, api_key=True), _countdown())
     if o["prometheus_url"]:
@@ -221,6 +221,25 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
 
 
 _SECONDS = click.FloatRange(min=0, min_open=True)
+
+
+class _Size(click.ParamType):
+    """A byte count: 1048576, 512KiB, 64MiB, 1G (binary units; B, K, M, G with or without iB)."""
+
+    name = "size"
+    _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        if isinstance(value, int):
+            return value
+        import re
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmg]?)(?:i?b)?\s*", str(value), re.I)
+        if not m or float(m[1]) * self._UNITS[m[2].lower()] < 1:
+            self.fail(f"{value!r} is not a size, e.g. 64MiB, 512KiB, 1G", param, ctx)
+        return int(float(m[1]) * self._UNITS[m[2].lower()])
+
+
+_SIZE = _Size()
 
 
 @cli.command()
@@ -247,7 +266,9 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--connect-timeout", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS",
               help="Give up connecting to --metrics-url/--prometheus after this long.")
 @click.option("--read-timeout", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS",
-              help="Give up waiting for an answer after this long.")
+              help="Give up when the whole answer (headers and body) has not arrived after this long.")
+@click.option("--max-bytes", type=_SIZE, default=f"{MAX_BYTES >> 20}MiB", show_default=True, metavar="SIZE",
+              help="Read at most this much of an answer, after decompression (e.g. 256MiB; a big /metrics is a few MiB).")
 @click.option("--prometheus", "prometheus_url", metavar="URL",
               help="Read the vLLM series from a Prometheus server (query_range); one line per instance.")
 @click.option("--selector", metavar="'{LABEL=\"VALUE\",...}'",

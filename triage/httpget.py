@@ -4,6 +4,8 @@ fail turned into one line that names the URL and says what to try. Used by the l
 """
 from __future__ import annotations
 
+import socket
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -20,6 +22,11 @@ _SECRET_PARAM = regex.compile(r"(?i)token|key|secret|passw|pass|pwd|auth|sig|cre
 _HEADER = regex.compile(r"^\s*(?P<name>[!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*:\s*(?P<value>.*?)\s*$")
 
 
+MAX_BYTES = 64 << 20         # the largest answer read, after decompression (a big vLLM /metrics is a few MiB)
+MAX_REDIRECTS = 5
+_CHUNK = 64 << 10
+
+
 @dataclass(frozen=True)
 class HttpOptions:
     """How to reach an endpoint. Header values are secrets: they never appear in a message."""
@@ -27,7 +34,8 @@ class HttpOptions:
     headers: Mapping[str, str] = field(default_factory=dict)
     verify: bool | str = True            # True, False (--insecure) or a CA bundle path (--ca-cert)
     connect_timeout: float = 5.0
-    read_timeout: float = 30.0
+    read_timeout: float = 30.0           # for the whole answer, headers and body: a drip cannot hold it open
+    max_bytes: int = MAX_BYTES           # of the body, decompressed (a gzip bomb stops here)
 
 
 def parse_header(text: str) -> tuple[str, str]:
@@ -71,38 +79,53 @@ def _check_url(url: str) -> None:
 
 def get(url: str, options: HttpOptions, what: str, params: Mapping[str, str] | None = None,
         session: requests.Session | None = None) -> requests.Response:
-    """GET `url`; a refused connection, a timeout, TLS trouble or an HTTP error is an InputError.
+    """GET `url` and read its whole body; every way that fails is an InputError saying what happened.
 
-    `what` names what the URL should be ("a vLLM /metrics endpoint", "a Prometheus server") for hints.
+    The body is streamed: reading stops past `options.max_bytes` (counted after decompression, so a
+    gzip bomb stops too) and when the answer, headers and body together, takes longer than
+    `options.read_timeout`. `what` names what the URL should be ("a vLLM /metrics endpoint", "a
+    Prometheus server") for hints.
     """
     _check_url(url)
     shown = display_url(url)
     headers = {"User-Agent": f"vtriage/{__version__}", **options.headers}
+    allowed = options.connect_timeout + options.read_timeout
+    own = session is None
+    client = session or requests.Session()
+    client.max_redirects = MAX_REDIRECTS
+    state: dict = {"size": 0}
+
+    def fetch() -> None:
+        try:
+            state["response"] = _answer(client, url, params, headers, options, shown, what)
+            state["body"] = _body(state["response"], options, shown, what, state)
+        except BaseException as exc:  # handed to the caller's thread
+            state["error"] = exc
+
+    # The whole answer, headers and body, gets `allowed` seconds: socket timeouts alone let a server
+    # that drips a byte now and then hold the read open for ever.
+    worker = threading.Thread(target=fetch, name="vtriage-http", daemon=True)
     try:
         with warnings.catch_warnings():   # --insecure was asked for: no InsecureRequestWarning on every call
             if options.verify is False:
                 warnings.simplefilter("ignore")
-            response = (session or requests).get(url, params=params, headers=headers, verify=options.verify,
-                                                 timeout=(options.connect_timeout, options.read_timeout))
-    except requests.exceptions.SSLError:
-        raise InputError(shown, "TLS certificate verification failed",
-                         "pass the server's CA with --ca-cert FILE, or --insecure to skip verification") from None
-    except requests.exceptions.ConnectTimeout:
-        raise InputError(shown, f"no connection within {options.connect_timeout:g} s",
-                         "check the host and port, and any firewall; raise --connect-timeout on a slow network") from None
-    except requests.exceptions.ReadTimeout:
-        raise InputError(shown, f"connected, but no answer within {options.read_timeout:g} s",
-                         "the server may be overloaded; raise --read-timeout") from None
-    except requests.exceptions.TooManyRedirects:
-        raise InputError(shown, "redirects in a loop", f"give the final URL of {what}") from None
-    except requests.exceptions.ConnectionError as exc:
-        text = str(exc)
-        if "Name or service not known" in text or "getaddrinfo" in text or "nodename nor servname" in text:
-            raise InputError(shown, "cannot resolve the host name", "check the spelling, or use an IP address") from None
-        raise InputError(shown, "connection refused or reset",
-                         f"is {what} listening there? for a pod: kubectl port-forward pod/NAME PORT:PORT") from None
-    except requests.exceptions.RequestException as exc:
-        raise InputError(shown, f"request failed: {type(exc).__name__}", f"check the URL of {what}") from None
+            worker.start()
+            worker.join(allowed)
+    finally:
+        if worker.is_alive():
+            _abandon(state.get("response"))
+        if own:
+            client.close()
+    if worker.is_alive():
+        if "response" not in state:
+            raise InputError(shown, f"connected, but no answer within {allowed:g} s",
+                             "the server may be overloaded; raise --read-timeout")
+        raise InputError(shown, f"answered, but the body was not complete after {allowed:g} s "
+                         f"({state['size']:,} bytes so far)", "the server is too slow or stuck; raise --read-timeout")
+    if "error" in state:
+        raise state["error"]
+    response = state["response"]
+    response._content = state["body"]     # requests' own cache of the body: .text and .json() read it
     if response.status_code in (401, 403):
         raise InputError(shown, f"HTTP {response.status_code} {response.reason or ''}".rstrip(),
                          "it needs credentials: --header 'Authorization: Bearer TOKEN'"
@@ -113,6 +136,77 @@ def get(url: str, options: HttpOptions, what: str, params: Mapping[str, str] | N
         raise InputError(shown, f"HTTP {response.status_code} {response.reason or ''}".rstrip(),
                          f"check that the URL is {what} and that it is healthy")
     return response
+
+
+def _answer(client: requests.Session, url: str, params: Mapping[str, str] | None, headers: Mapping[str, str],
+            options: HttpOptions, shown: str, what: str) -> requests.Response:
+    """The status line and headers; the body is left to `_body`."""
+    try:
+        return client.get(url, params=params, headers=headers, verify=options.verify, stream=True,
+                          timeout=(options.connect_timeout, options.read_timeout))
+    except requests.exceptions.SSLError:
+        raise InputError(shown, "TLS certificate verification failed",
+                         "pass the server's CA with --ca-cert FILE, or --insecure to skip verification") from None
+    except requests.exceptions.ConnectTimeout:
+        raise InputError(shown, f"no connection within {options.connect_timeout:g} s",
+                         "check the host and port, and any firewall; raise --connect-timeout on a slow network") from None
+    except requests.exceptions.ReadTimeout:
+        raise InputError(shown, f"connected, but no answer within {options.read_timeout:g} s",
+                         "the server may be overloaded; raise --read-timeout") from None
+    except requests.exceptions.TooManyRedirects:
+        raise InputError(shown, f"redirects in a loop (more than {MAX_REDIRECTS})", f"give the final URL of {what}") from None
+    except requests.exceptions.ConnectionError as exc:
+        text = str(exc)
+        if "Name or service not known" in text or "getaddrinfo" in text or "nodename nor servname" in text:
+            raise InputError(shown, "cannot resolve the host name", "check the spelling, or use an IP address") from None
+        raise InputError(shown, "connection refused or reset",
+                         f"is {what} listening there? for a pod: kubectl port-forward pod/NAME PORT:PORT") from None
+    except (requests.exceptions.RequestException, ValueError) as exc:
+        raise InputError(shown, f"request failed: {type(exc).__name__}", f"check the URL of {what}") from None
+
+
+def _body(response: requests.Response, options: HttpOptions, shown: str, what: str, state: dict) -> bytes:
+    """The whole body, decompressed, within the byte cap (`state["size"]` says how far it got)."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in response.iter_content(_CHUNK):
+            size += len(chunk)
+            state["size"] = size
+            if size > options.max_bytes:
+                raw = response.raw.tell() if hasattr(response.raw, "tell") else size
+                bomb = bool(response.headers.get("Content-Encoding")) and raw * 20 < size
+                raise InputError(shown, f"answered with more than {options.max_bytes >> 20:,} MiB"
+                                 + (f" from {raw / 2**20:,.1f} MiB compressed: a decompression bomb" if bomb else ""),
+                                 f"point at {what}; raise --max-bytes if this server's answer really is that large")
+            chunks.append(chunk)
+    except requests.exceptions.ContentDecodingError:
+        raise InputError(shown, f"answered with a body that does not decompress "
+                         f"({response.headers.get('Content-Encoding', '')})", f"check the URL of {what}") from None
+    except requests.exceptions.ConnectionError as exc:
+        if "timed out" in str(exc).lower():
+            raise InputError(shown, f"answered, but the body stalled for {options.read_timeout:g} s "
+                             f"({size:,} bytes so far)", "the server is too slow or stuck; raise --read-timeout") from None
+        raise InputError(shown, f"the connection was cut while the body was read ({size:,} bytes so far)",
+                         "try again; is the server restarting?") from None
+    except requests.exceptions.RequestException as exc:
+        raise InputError(shown, f"the body could not be read: {type(exc).__name__} ({size:,} bytes so far)",
+                         f"check the URL of {what}") from None
+    finally:
+        response.close()
+    return b"".join(chunks)
+
+
+def _abandon(response: requests.Response | None) -> None:
+    """Stop a read that ran out of time: shut its socket so the reading thread ends too."""
+    if response is None:
+        return
+    sock = getattr(getattr(getattr(getattr(response.raw, "_fp", None), "fp", None), "raw", None), "_sock", None)
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _is_api_error(response: requests.Response) -> bool:

@@ -14,6 +14,7 @@ from typing import Iterator, Mapping, Sequence
 from .errors import InputError
 from .model import SourceRef
 
+MAX_SERIES = 50_000        # samples in one exposition: a vLLM server has hundreds, a node with its GPUs a few thousand
 _SAMPLE_LINE = re.compile(r"^\s*(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+\S")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -28,6 +29,10 @@ class MetricSample:
     scrape: int                # 0 for the first snapshot given, 1 for the next, ...
     source: SourceRef
     time: float | None = None  # when it was scraped (Unix seconds, or seconds from the first snapshot)
+
+
+class TooManySeries(InputError):
+    """An exposition far larger than any server's: refused before the parser holds it all."""
 
 
 class _NumberedLines:
@@ -92,6 +97,10 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     _refuse_other_formats(lines, path)
+    series = sum(1 for line in lines if line.strip() and not line.lstrip().startswith("#"))
+    if series > MAX_SERIES:
+        raise TooManySeries(path, f"holds {series:,} samples; one vLLM server exports a few thousand (at most "
+                            f"{MAX_SERIES:,} are read)", "give one server's /metrics, or select fewer series")
     feed = _NumberedLines(lines)
     try:
         families = list(text_fd_to_metric_families(feed))

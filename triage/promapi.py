@@ -20,7 +20,7 @@ from .errors import InputError
 from .httpget import HttpOptions, display_url, get
 from .metricfacts import (CACHE_CONFIG, DCGM_FREE, DCGM_RESERVED, DCGM_USED, HISTOGRAMS, KV_USAGE, PREEMPTIONS,
                           PREFIX_HIT_RATE, PREFIX_HITS, PREFIX_QUERIES, REQUEST_PREEMPTIONS, RUNNING, SWAPPED, WAITING)
-from .metricparse import MetricSample, canonical_name
+from .metricparse import MAX_SERIES, MetricSample, canonical_name
 from .model import SourceRef
 
 WHAT = "a Prometheus server (its base URL, e.g. http://prometheus:9090)"
@@ -189,8 +189,12 @@ def _query(endpoint: str, query: str, window: Window, step: float, options: Http
     if data.get("resultType") != "matrix":
         raise InputError(shown, f"expected a matrix from query_range, got {data.get('resultType')!r}",
                          f"give the base URL of {WHAT}")
+    result = data.get("result") or []
+    if len(result) > MAX_SERIES:
+        raise InputError(shown, f"answered with {len(result):,} series (at most {MAX_SERIES:,} are read)",
+                         "select fewer: --selector '{namespace=\"x\",pod=~\"vllm-.*\"}', --job, --instance")
     out = []
-    for item in data.get("result", []):
+    for item in result:
         values = []
         for t, v in item.get("values", []):
             value = float(v)

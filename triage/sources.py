@@ -415,12 +415,20 @@ MAX_METRICS_BYTES = 64 << 20
 
 
 def read_small_text(path: str) -> str:
-    """A whole small text file (a metrics snapshot), with the same checks and errors as a log."""
+    """A whole small text file (a metrics snapshot), with the same checks and errors as a log; a pipe
+    or an archive is read only as far as MAX_METRICS_BYTES."""
     inp = open_log(path)
     if inp.size is not None and inp.size > MAX_METRICS_BYTES:
         raise InputError(path, f"is {inp.size >> 20} MiB; a metrics snapshot is a few hundred KiB",
                          "pass the /metrics body, not a log")
-    return "\n".join(line for _, line in iter_lines(inp)) + "\n"
+    lines, size = [], 0
+    for _, line in iter_lines(inp):
+        size += len(line) + 1
+        if size > MAX_METRICS_BYTES:
+            raise InputError(inp.name, f"is over {MAX_METRICS_BYTES >> 20} MiB of text; a metrics snapshot is a few "
+                             "hundred KiB", "pass the /metrics body, not a log")
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def _warn_cut(inp: LogInput) -> None:
