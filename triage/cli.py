@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import math
 import os
 import sys
 import tempfile
@@ -220,7 +221,17 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
     return None
 
 
-_SECONDS = click.FloatRange(min=0, min_open=True)
+class _Seconds(click.FloatRange):
+    """A positive, finite number of seconds up to a day (click's range lets NaN and infinity through)."""
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
+_SECONDS = _Seconds(min=0, min_open=True, max=86400)
 
 
 class _Size(click.ParamType):
@@ -378,19 +389,22 @@ def rules_command(rules_dir: str | None, show: str) -> None:
 
 # --- capacity: what-if and the pre-deploy check -----------------------------------------------------
 
+# Upper bounds too: a figure no deployment has is a typo, and must not overflow the capacity model.
+_TOKENS = click.IntRange(1, 2**31 - 1)
+_GPUS = click.IntRange(1, 4096)
 _SERVE_FLAGS = (
-    ("--gpu-memory-utilization", "gpu_memory_utilization", click.FloatRange(0, 1, min_open=True), "Share of the GPU vLLM may use."),
-    ("--max-model-len", "max_model_len", click.IntRange(min=1), "Longest request, in tokens."),
-    ("--max-num-seqs", "max_num_seqs", click.IntRange(min=1), "Requests batched at once."),
-    ("--max-num-batched-tokens", "max_num_batched_tokens", click.IntRange(min=1), "Tokens in one scheduler step."),
-    ("--tensor-parallel-size", "tensor_parallel_size", click.IntRange(min=1), "GPUs the weights are split over."),
-    ("--pipeline-parallel-size", "pipeline_parallel_size", click.IntRange(min=1), "Pipeline stages."),
+    ("--gpu-memory-utilization", "gpu_memory_utilization", click.FloatRange(1e-3, 1), "Share of the GPU vLLM may use."),
+    ("--max-model-len", "max_model_len", _TOKENS, "Longest request, in tokens."),
+    ("--max-num-seqs", "max_num_seqs", _TOKENS, "Requests batched at once."),
+    ("--max-num-batched-tokens", "max_num_batched_tokens", _TOKENS, "Tokens in one scheduler step."),
+    ("--tensor-parallel-size", "tensor_parallel_size", _GPUS, "GPUs the weights are split over."),
+    ("--pipeline-parallel-size", "pipeline_parallel_size", _GPUS, "Pipeline stages."),
     ("--dtype", "dtype", click.Choice(["auto", "bfloat16", "float16", "half", "float32"]), "Weight dtype."),
     ("--kv-cache-dtype", "kv_cache_dtype", click.Choice(["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"]),
      "KV cache dtype."),
     ("--quantization", "quantization", click.Choice(["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes",
                                                      "mxfp4"]), "Weight quantization."),
-    ("--cpu-offload-gb", "cpu_offload_gb", click.FloatRange(min=0), "GiB of weights per GPU kept in CPU memory."),
+    ("--cpu-offload-gb", "cpu_offload_gb", click.FloatRange(0, 1e6), "GiB of weights per GPU kept in CPU memory."),
 )
 
 
@@ -460,7 +474,7 @@ _OUTPUT = click.option("-o", "--output", metavar="PATH", help="Write to PATH (at
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="/metrics snapshots whose request-size histograms give the observed prompt + output lengths.")
 @click.option("--model-config", metavar="CONFIG", help="The model's local config.json: exact weight and KV sizes.")
-@click.option("--gpu-memory-gib", type=click.FloatRange(min=1), help="The GPU's memory, when the log does not print it.")
+@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5), help="The GPU's memory, when the log does not print it.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the signatures in DIR instead of the bundled ones.")
 @_FORMAT
 @_OUTPUT
@@ -487,10 +501,10 @@ def whatif_command(log: str, metrics_files: tuple[str, ...], model_config: str |
 @_serve_flags
 @click.option("--model-config", metavar="CONFIG", help="The model's local Hugging Face config.json (or its folder).")
 @click.option("--from-log", "from_log", metavar="LOG", help="Calibrate from a previous startup log instead.")
-@click.option("--gpu-memory-gib", type=click.FloatRange(min=1), help="Memory of one GPU, e.g. 80 (79.19 as torch sees an H100).")
-@click.option("--gpus", type=click.IntRange(min=1), help="GPUs available (default: tensor x pipeline parallel size).")
-@click.option("--expect-prompt-tokens", type=click.IntRange(min=1), help="Typical prompt length, in tokens.")
-@click.option("--expect-output-tokens", type=click.IntRange(min=1), help="Typical output length, in tokens.")
+@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5), help="Memory of one GPU, e.g. 80 (79.19 as torch sees an H100).")
+@click.option("--gpus", type=click.IntRange(1, 100_000), help="GPUs available (default: tensor x pipeline parallel size).")
+@click.option("--expect-prompt-tokens", type=_TOKENS, help="Typical prompt length, in tokens.")
+@click.option("--expect-output-tokens", type=_TOKENS, help="Typical output length, in tokens.")
 @click.option("--vllm-version", metavar="X.Y", help="The vLLM release to model (default: a current one, 0.20+).")
 @click.option("--disable-sliding-window", is_flag=True, help="As vllm serve's flag: every layer keeps the full context.")
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",

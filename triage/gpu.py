@@ -10,6 +10,7 @@ read by triage/gpusmi.py into the same GpuSnapshot.
 from __future__ import annotations
 
 import json
+import math
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -197,15 +198,16 @@ def read_snapshot_json(text: str, path: str, vllm_pids: Sequence[int] = ()) -> G
     """A file written by `vtriage gpu --json`; each entry's evidence is its own line."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
-        raise InputError(path, f"not valid JSON: {exc}", "write it with vtriage gpu --json > gpu.json") from None
+    except (ValueError, RecursionError) as exc:
+        why = exc if isinstance(exc, ValueError) else "nested too deeply"
+        raise InputError(path, f"not valid JSON: {why}", "write it with vtriage gpu --json > gpu.json") from None
     if not isinstance(data, dict) or data.get("vtriage_gpu_snapshot") != SNAPSHOT_FORMAT:
         raise InputError(path, "not a vtriage GPU snapshot", "write it with vtriage gpu --json, or pass nvidia-smi output")
     lines = text.splitlines()
     try:
-        devices = tuple(GpuDevice(int(g["index"]), g.get("name"), g.get("total_mib"), g.get("used_mib"),
+        devices = tuple(GpuDevice(int(g["index"]), g.get("name"), _mib(g.get("total_mib")), _mib(g.get("used_mib")),
                                   _line_ref(path, lines, f'"index": {int(g["index"])},'), g.get("uuid"),
-                                  g.get("free_mib"))
+                                  _mib(g.get("free_mib")))
                         for g in data.get("gpus", []))
         entries = data.get("processes", [])
         parents = {int(p["pid"]): p.get("ppid") for p in entries}
@@ -214,13 +216,20 @@ def read_snapshot_json(text: str, path: str, vllm_pids: Sequence[int] = ()) -> G
             vllm, why = p.get("vllm"), p.get("why") or ""
             if vllm_pids:                # the command line decides again, exactly
                 vllm, why = classify(int(p["pid"]), p.get("name"), p.get("cmdline"), vllm_pids, parents.get)
-            processes.append(GpuProcess(p.get("gpu"), int(p["pid"]), p.get("name"), p.get("used_mib"), vllm, why,
+            processes.append(GpuProcess(p.get("gpu"), int(p["pid"]), p.get("name"), _mib(p.get("used_mib")), vllm, why,
                                         _line_ref(path, lines, f'"pid": {int(p["pid"])},'), p.get("cmdline"),
                                         p.get("ppid")))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(path, f"a GPU or process entry is malformed ({exc})", "write it with vtriage gpu --json") from None
     return GpuSnapshot(devices, tuple(processes), "json", path, len(lines), data.get("taken_at"), data.get("driver"),
                        data.get("host"))
+
+
+def _mib(value: Any) -> float | None:
+    """A memory figure from a snapshot file: a number of MiB a GPU can hold, else unknown (not NaN, not 1e308)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value <= 1e9 else None
 
 
 def _line_ref(path: str, lines: Sequence[str], needle: str) -> SourceRef:

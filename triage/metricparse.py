@@ -7,6 +7,7 @@ the order and time of several snapshots of one server, which rates and deltas ne
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
@@ -104,7 +105,7 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
     feed = _NumberedLines(lines)
     try:
         families = list(text_fd_to_metric_families(feed))
-    except (ValueError, TypeError, IndexError, KeyError) as exc:
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
         reason = str(exc) or "malformed line"
         where = _offending_line(lines, feed.lineno, reason)
         raise InputError(f"{path}:{where}", f"not a valid Prometheus metrics line ({reason})",
@@ -120,12 +121,34 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
     samples = []
     for family in families:
         for s in family.samples:
+            value = sample_value(s.value)
+            if value is None:
+                continue             # NaN, an infinity or an absurd figure: unknown, not a number to compute with
             spots = positions.get(_key(s.name, s.labels)) or [(0, f"{s.name} {s.value}")]
             number, raw = spots.pop(0) if len(spots) > 1 else spots[0]
-            when = s.timestamp if s.timestamp is not None else time
-            samples.append(MetricSample(canonical_name(s.name), dict(s.labels), float(s.value), scrape,
-                                        SourceRef(path, number, raw), float(when) if when is not None else None))
+            when = sample_time(s.timestamp) if s.timestamp is not None else time
+            samples.append(MetricSample(canonical_name(s.name), dict(s.labels), value, scrape,
+                                        SourceRef(path, number, raw), when))
     return samples
+
+
+MAX_VALUE = 1e15              # a gauge, counter or bucket beyond this is not a figure of one server
+_LATEST_TIME = 1e11           # seconds since 1970: the year 5138
+
+
+def sample_value(value: object) -> float | None:
+    """A sample's value as a float to compute with, or None when it is NaN, infinite or absurd."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and abs(number) <= MAX_VALUE else None
+
+
+def sample_time(value: object) -> float | None:
+    """A timestamp in Unix seconds, or None when it cannot be one."""
+    number = sample_value(value)
+    return number if number is not None and 0 <= number <= _LATEST_TIME else None
 
 
 MIN_MTIME_GAP_SECONDS = 1.0     # closer file times are copies, not scrapes

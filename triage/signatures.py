@@ -7,6 +7,7 @@ A signature may also say which startup phase its line belongs to, or that it sta
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -27,12 +28,28 @@ _SIZE_UNITS = {"bytes": 1 / 2**30, "b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 
                "kb": 1 / 2**20, "mb": 1 / 2**10, "gb": 1.0}
 
 
+# Every figure is range-checked where it enters: a mangled or hostile number is unknown (ValueError),
+# never an infinity, a NaN or a 400-digit integer for the arithmetic downstream.
+MAX_COUNT = 10**15          # tokens, blocks, requests, preemptions: far above anything real
+MAX_GIB = 1e7               # ten PiB
+MAX_RATIO = 1e4             # a percentage of 1,000,000 %
+
+
+def _checked(value: float, limit: float) -> float:
+    if not math.isfinite(value) or abs(value) > limit:
+        raise ValueError(f"{value!r} is out of range")
+    return value
+
+
 def _to_int(text: str) -> int:
-    return int(text.replace(",", "").replace("_", ""))
+    digits = text.replace(",", "").replace("_", "").strip()
+    if len(digits.lstrip("+-")) > 16:            # int() of 5,000 digits is slow and always out of range
+        raise ValueError("too many digits")
+    return int(_checked(int(digits), MAX_COUNT))
 
 
 def _to_float(text: str) -> float:
-    return float(text.replace(",", ""))
+    return _checked(float(text.replace(",", "")), MAX_COUNT)
 
 
 def _to_size_gib(text: str) -> float:
@@ -41,11 +58,11 @@ def _to_size_gib(text: str) -> float:
     unit = unit.strip().lower() or "gib"
     if unit not in _SIZE_UNITS:
         raise ValueError(f"unknown size unit {unit!r}")
-    return float(number.replace(",", "")) * _SIZE_UNITS[unit]
+    return _checked(_checked(float(number.replace(",", "")), MAX_COUNT * 2**30) * _SIZE_UNITS[unit], MAX_GIB)
 
 
 def _to_percent(text: str) -> float:
-    return float(text.rstrip("%").replace(",", "")) / 100.0
+    return _checked(float(text.rstrip("%").replace(",", "")) / 100.0, MAX_RATIO)
 
 
 def _to_bool(text: str) -> bool:
@@ -358,6 +375,8 @@ def _load_file(path: Path) -> list[Signature]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise RuleError(str(path), "(file)", f"not valid TOML: {exc}", "check quoting; regexes go in '''literal''' strings") from None
+    except RecursionError:
+        raise RuleError(str(path), "(file)", "nested too deeply to read", "a signature file is [[signature]] tables") from None
     unknown = set(data) - {"signature"}
     if unknown:
         raise RuleError(str(path), sorted(unknown)[0], "unknown top-level key", "a signature file holds [[signature]] tables only")
