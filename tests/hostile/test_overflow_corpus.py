@@ -21,9 +21,7 @@ from triage import cli as cli_module
 from triage.cli import cli
 from triage.errors import TriageError
 
-ABSURD = ["1e400", "-1e400", "inf", "-inf", "nan", "NaN", "+Inf", "1" + "0" * 400, "9" * 5000, "0", "0.0", "-1",
-          "1e-320", "999999999999999", "1e15", "-0"]
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+from shapes import ABSURD, LOG_LINES, NUMBER, SNAPSHOT
 
 
 @pytest.fixture(autouse=True)
@@ -45,49 +43,6 @@ def _run(args: list[str]) -> str:
     return result.output
 
 
-LOG_LINES = [
-    "(APIServer pid=1) INFO 09-30 10:00:02 [utils.py:328] non-default args: {{'model': 'm', 'max_model_len': {n}, "
-    "'gpu_memory_utilization': {n}, 'tensor_parallel_size': {n}, 'max_num_seqs': {n}, 'block_size': {n}}}",
-    "(EngineCore_DP0 pid=310) INFO 09-30 10:00:52 [gpu_model_runner.py:2007] Model loading took {n} GiB and {n} seconds",
-    "(EngineCore_DP0 pid=310) DEBUG 09-30 10:01:20 [gpu_worker.py:276] Memory profiling takes {n} seconds. Total non KV "
-    "cache memory: {n}GiB; torch peak memory increase: {n}GiB; non-torch forward increase memory: {n}GiB; weights "
-    "memory: {n}GiB.",
-    "(EngineCore_DP0 pid=310) INFO 09-30 10:01:20 [gpu_worker.py:298] Available KV cache memory: {n} GiB",
-    "(EngineCore_DP0 pid=310) INFO 09-30 10:01:20 [kv_cache_utils.py:1150] GPU KV cache size: {n} tokens",
-    "(EngineCore_DP0 pid=310) INFO 09-30 10:01:20 [kv_cache_utils.py:1150] Maximum concurrency for {n} tokens per "
-    "request: {n}x",
-    "(APIServer pid=1) INFO 09-30 10:02:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: {n} tokens/s, Avg "
-    "generation throughput: {n} tokens/s, Running: {n} reqs, Waiting: {n} reqs, GPU KV cache usage: {n}%, Prefix "
-    "cache hit rate: {n}%",
-    "(EngineCore_DP0 pid=310) ERROR 09-30 10:03:00 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to "
-    "allocate {n} GiB. GPU 0 has a total capacity of {n} GiB of which {n} MiB is free. Including non-PyTorch memory, "
-    "this process has {n} GiB memory in use. Of the allocated memory {n} GiB is allocated by PyTorch, and {n} MiB is "
-    "reserved by PyTorch but unallocated.",
-    "(EngineCore_DP0 pid=310) ERROR 09-30 10:01:21 [core.py:708] ValueError: To serve at least one request with the "
-    "models's max seq len ({n}), ({n} GiB KV cache is needed, which is larger than the available KV cache memory ({n} "
-    "GiB). Based on the available memory, the estimated maximum model length is {n}. Try increasing "
-    "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
-]
-SNAPSHOT = """# TYPE vllm:num_requests_running gauge
-vllm:num_requests_running{{model_name="m"}} {n}
-# TYPE vllm:num_requests_waiting gauge
-vllm:num_requests_waiting{{model_name="m"}} {n}
-# TYPE vllm:kv_cache_usage_perc gauge
-vllm:kv_cache_usage_perc{{model_name="m"}} {n}
-# TYPE vllm:num_preemptions counter
-vllm:num_preemptions_total{{model_name="m"}} {n}
-# TYPE vllm:cache_config_info gauge
-vllm:cache_config_info{{block_size="{n}",gpu_memory_utilization="{n}",num_gpu_blocks="{n}",cache_dtype="auto"}} 1.0
-# TYPE vllm:request_prompt_tokens histogram
-vllm:request_prompt_tokens_bucket{{le="1.0",model_name="m"}} {n}
-vllm:request_prompt_tokens_bucket{{le="+Inf",model_name="m"}} {n}
-vllm:request_prompt_tokens_count{{model_name="m"}} {n}
-vllm:request_prompt_tokens_sum{{model_name="m"}} {n}
-# TYPE DCGM_FI_DEV_FB_USED gauge
-DCGM_FI_DEV_FB_USED{{gpu="0"}} {n} {t}
-"""
-
-
 @pytest.mark.parametrize("absurd", ABSURD)
 def test_an_absurd_figure_in_every_log_line(tmp_path, absurd):
     path = tmp_path / "absurd.log"
@@ -95,6 +50,16 @@ def test_an_absurd_figure_in_every_log_line(tmp_path, absurd):
     for args in (["--format", "json", str(path)], ["whatif", str(path), "--max-model-len", "4096", "--format", "json"],
                  ["check", "--from-log", str(path), "--max-num-seqs", "256"], ["diff", str(path), str(path)]):
         _run(args)
+
+
+@pytest.mark.parametrize("absurd", ["1e400", "nan", "0", "-1", "9" * 5000, "1e-320"])
+@pytest.mark.parametrize("line", range(len(LOG_LINES)))
+def test_one_absurd_figure_among_sane_ones(tmp_path, absurd, line):
+    """A zero GPU total beside a real max_model_len once divided by zero: only one line is absurd here."""
+    path = tmp_path / "one.log"
+    path.write_text("\n".join(text.format(n=absurd if i == line else "8", s=i) for i, text in enumerate(LOG_LINES)) + "\n")
+    _run(["--format", "json", str(path)])
+    _run(["whatif", str(path), "--max-model-len", "4096", "--format", "json"])
 
 
 @pytest.mark.parametrize("absurd", ABSURD)
@@ -179,7 +144,7 @@ def _mutations(count: int, seed: int) -> list[tuple[str, str]]:
     out = []
     for _ in range(count):
         source = rng.choice(sources)
-        text = _NUMBER.sub(lambda m: rng.choice(ABSURD) if rng.random() < 0.3 else m.group(0),
+        text = NUMBER.sub(lambda m: rng.choice(ABSURD) if rng.random() < 0.3 else m.group(0),
                            source.read_text(errors="replace"))
         out.append((source.suffix, text))
     return out

@@ -8,9 +8,7 @@ masking half a password is a leak too.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-import string
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,8 @@ from triage.gpu import probe, snapshot_json
 from triage.httpget import display_url, parse_header
 from triage.errors import InputError
 
+from shapes import FORMS, MODEL_FORMS, fill
+
 
 @pytest.fixture(autouse=True)
 def _rules_loaded_once(monkeypatch):
@@ -30,80 +30,6 @@ def _rules_loaded_once(monkeypatch):
 
 
 _cached_toolkit = functools.lru_cache(maxsize=None)(cli_module.load_toolkit)
-
-
-def _random(seed: str, n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
-    """A deterministic random-looking string with at least one upper, lower and digit (vendors' shapes)."""
-    digest = hashlib.sha256(seed.encode()).digest() * 8
-    body = "".join(alphabet[b % len(alphabet)] for b in digest[:n])
-    return body
-
-
-def _mixed(seed: str, n: int) -> str:
-    return _random(seed, n - 2) + "Q7"
-
-
-# Form -> (template, what to fill in). Placeholders: {s} (and {t}) are the secrets.
-FORMS: dict[str, tuple[str, dict[str, tuple[str, int]]]] = {
-    "env VLLM_API_KEY": ("VLLM_API_KEY={s}", {"s": ("mixed", 24)}),
-    "env OPENAI_API_KEY": ("OPENAI_API_KEY={s}", {"s": ("mixed", 24)}),
-    "env DB_PASSWORD": ("DB_PASSWORD={s}", {"s": ("mixed", 16)}),
-    "env PGPASSWORD": ("PGPASSWORD={s}", {"s": ("mixed", 16)}),
-    "env SECRET_KEY": ("SECRET_KEY={s}", {"s": ("mixed", 20)}),
-    "env GITHUB_TOKEN": ("GITHUB_TOKEN={s}", {"s": ("mixed", 20)}),
-    "env HF_TOKEN": ("HF_TOKEN={s}", {"s": ("mixed", 20)}),
-    "env HUGGING_FACE_HUB_TOKEN": ("HUGGING_FACE_HUB_TOKEN={s}", {"s": ("mixed", 20)}),
-    "env AWS_SECRET_ACCESS_KEY": ("AWS_SECRET_ACCESS_KEY={s}", {"s": ("mixed", 40)}),
-    "env REDIS_PASS": ("REDIS_PASS={s}", {"s": ("mixed", 14)}),
-    "env quoted with spaces": ('DB_PASSWORD="{s} {t}"', {"s": ("mixed", 10), "t": ("mixed", 10)}),
-    "dict api_key list": ("'api_key': ['{s}', '{t}']", {"s": ("mixed", 20), "t": ("mixed", 20)}),
-    "namespace api_key": ("api_key='{s}'", {"s": ("mixed", 20)}),
-    "namespace api_key list": ("api_key=['{s}', '{t}']", {"s": ("mixed", 20), "t": ("mixed", 20)}),
-    "json api_key": ('"api_key": "{s}"', {"s": ("mixed", 20)}),
-    "json client_secret": ('"client_secret":"{s}"', {"s": ("mixed", 20)}),
-    "yaml password": ("password: {s}", {"s": ("mixed", 14)}),
-    "flag --api-key": ("--api-key {s}", {"s": ("mixed", 20)}),
-    "flag --api-key=": ("--api-key={s}", {"s": ("mixed", 20)}),
-    "flag --password": ("--password {s}", {"s": ("mixed", 14)}),
-    "flag --token": ("--token {s}", {"s": ("mixed", 20)}),
-    "flag --hf-token": ("--hf-token {s}", {"s": ("mixed", 20)}),
-    "url user:password": ("https://deploy:{s}@models.corp/llama", {"s": ("mixed", 14)}),
-    "url empty user": ("redis://:{s}@redis:6379/0", {"s": ("mixed", 14)}),
-    "url token as user": ("https://{s}@github.com/acme/m.git", {"s": ("mixed", 40)}),
-    "bare user:password@host": ("admin:{s}@db.internal:5432", {"s": ("mixed", 14)}),
-    "url ?token=": ("https://huggingface.co/m/resolve/main/config.json?token={s}", {"s": ("mixed", 20)}),
-    "url ?hf=": ("http://mirror.corp/m?hf={s}&rev=main", {"s": ("mixed", 20)}),
-    "header bearer": ("Authorization: Bearer {s}", {"s": ("mixed", 30)}),
-    "header basic": ("Authorization: Basic {s}", {"s": ("mixed", 24)}),
-    "header token scheme": ("authorization: Token {s}", {"s": ("mixed", 24)}),
-    "header no scheme": ("{{'Authorization': '{s}'}}", {"s": ("mixed", 24)}),
-    "header proxy": ("Proxy-Authorization: Basic {s}", {"s": ("mixed", 24)}),
-    "header x-api-key": ("X-Api-Key: {s}", {"s": ("mixed", 24)}),
-    "hf_ short": ("hf_{s}", {"s": ("mixed", 8)}),
-    "hf_ long": ("hf_{s}", {"s": ("mixed", 34)}),
-    "sk- openai": ("sk-proj-{s}", {"s": ("mixed", 40)}),
-    "ghp_": ("ghp_{s}", {"s": ("mixed", 36)}),
-    "github_pat_": ("github_pat_{s}", {"s": ("mixed", 60)}),
-    "AKIA": ("AKIA{s}", {"s": ("upper", 16)}),
-    "xoxb": ("xoxb-1234-{s}", {"s": ("mixed", 24)}),
-    "glpat": ("glpat-{s}", {"s": ("mixed", 20)}),
-    "AIza": ("AIza{s}", {"s": ("mixed", 35)}),
-    "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJ{s}.{t}", {"s": ("mixed", 20), "t": ("mixed", 24)}),
-    "pem": ("-----BEGIN RSA PRIVATE KEY-----MIIE{s}{t}-----END RSA PRIVATE KEY-----",
-            {"s": ("mixed", 30), "t": ("mixed", 30)}),
-}
-# Forms without spaces or quotes can stand where a model name does (and become facts.model and the command).
-MODEL_FORMS = {name for name, (template, _) in FORMS.items()
-               if " " not in template and "'" not in template and '"' not in template}
-
-
-def _fill(form: str, placement: str) -> tuple[str, list[str]]:
-    template, holes = FORMS[form]
-    values = {}
-    for hole, (kind, n) in holes.items():
-        seed = f"{form}/{placement}/{hole}"
-        values[hole] = _random(seed, n, string.ascii_uppercase + string.digits) if kind == "upper" else _mixed(seed, n)
-    return template.format(**values), list(values.values())
 
 
 P = "(APIServer pid=1)"
@@ -142,10 +68,10 @@ def _incident(form: str, tmp_path: Path) -> tuple[dict[str, list[str]], Path, Pa
     filled: dict[str, str] = {}
     model = "google/gemma-3-12b-it"
     if form in MODEL_FORMS:       # the model name: in the args (facts.model, the command) and the load line
-        model, secrets["model name"] = _fill(form, "model name")
+        model, secrets["model name"] = fill(form, "model name")
     for placement, line in PLACEMENTS.items():
         if placement != "model name":
-            text, secrets[placement] = _fill(form, placement)
+            text, secrets[placement] = fill(form, placement)
             filled[placement] = line.format(form=text, model=model) if line else text
     filled["model name"] = PLACEMENTS["model name"].format(form=model)  # type: ignore[union-attr]
     log = tmp_path / "server.log"

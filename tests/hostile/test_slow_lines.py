@@ -16,34 +16,7 @@ from triage.redact import Redactor
 from triage.signatures import MatchBudget, load_signatures
 from triage.sources import iter_lines, open_log
 
-KV = ("(EngineCore_DP0 pid=310) ERROR 09-30 10:01:21 [core.py:708] ValueError: To serve at least one request with the "
-      "models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory "
-      "(7.22 GiB). Based on the available memory, the estimated maximum model length is 59136. Try increasing "
-      "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
-E = "(APIServer pid=1) ERROR 09-30 10:00:04 [serving_chat.py:210] "
-
-# name -> one hostile line (each a few hundred KB)
-SLOW_LINES = {
-    "unterminated OSC escapes": "\x1b]" * 200_000,
-    "process groups without a close": "x" + "(pid=1" * 40_000,
-    "pid= runs in one group": "x(" + "pid=1" * 40_000,
-    "CSI starts": "\x1b[" * 200_000,
-    "open parentheses": E + "(" * 400_000,
-    "glued logger records": "INFO 01-01 00:00:00 " * 20_000,
-    "deep JSON": '{"log": ' + "[" * 100_000 + "]" * 100_000 + "}",
-    "JSON openers": '{"log":' * 50_000,
-    "secret lists never closed": E + "key=[ " * 70_000,
-    "secret quotes never closed": E + "key=' " * 70_000,
-    "secret names": E + "password=" * 50_000,
-    "URL schemes": E + "a://" * 100_000,
-    "user:password pieces": E + "a:b@" * 100_000,
-    "query secrets": E + "?token" * 70_000,
-    "authorization headers": E + "Authorization: " * 30_000,
-    "PEM headers": E + "-----BEGIN PRIVATE KEY-----" * 15_000,
-    "dotted words": E + "a." * 200_000,
-    "a wrapped-looking line": "  " + "x" * 400_000,
-}
-
+from shapes import KV, SLOW_LINES
 
 @pytest.mark.parametrize("name", sorted(SLOW_LINES))
 def test_each_slow_line_costs_what_its_length_does(name):
