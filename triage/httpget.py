@@ -120,8 +120,9 @@ def get(url: str, options: HttpOptions, what: str, params: Mapping[str, str] | N
         if "response" not in state:
             raise InputError(shown, f"connected, but no answer within {allowed:g} s",
                              "the server may be overloaded; raise --read-timeout")
-        raise InputError(shown, f"answered, but the body was not complete after {allowed:g} s "
-                         f"({state['size']:,} bytes so far)", "the server is too slow or stuck; raise --read-timeout")
+        got = f" ({state['size']:,} bytes read)" if state["size"] else ""
+        raise InputError(shown, f"answered, but the body was not complete after {allowed:g} s{got}",
+                         "the server is too slow or stuck; raise --read-timeout")
     if "error" in state:
         raise state["error"]
     response = state["response"]
