@@ -106,6 +106,8 @@ class _Replay(io.RawIOBase):
             n = min(len(buffer), len(self.head))
             buffer[:n], self.head = self.head[:n], self.head[n:]
             return n
+        if hasattr(self.raw, "readinto"):       # straight into the caller's buffer: no copy of a 4 MiB block
+            return self.raw.readinto(buffer) or 0
         data = self.raw.read(len(buffer))
         buffer[:len(data)] = data
         return len(data)

@@ -112,6 +112,8 @@ SLOW_LINES = {
     "PEM headers": _ERROR + "-----BEGIN PRIVATE KEY-----" * 15_000,
     "dotted words": _ERROR + "a." * 200_000,
     "a wrapped-looking line": "  " + "x" * 400_000,
+    "prompt ids never closed": _ERROR + "prompt_ids: [" * 30_000,
+    "prompts never closed": _ERROR + "prompt: \"a" + "prompt: 'x" * 40_000,
 }
 
 

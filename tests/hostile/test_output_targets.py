@@ -38,14 +38,19 @@ def _one_line_error(result, *needles: str) -> str:
     return err
 
 
-def _null_device(tmp_path: Path) -> Path:
-    """A character device that discards writes: a private copy of /dev/null as root (so a bug cannot
-    replace the machine's own), /dev/null itself otherwise (a user cannot rename over it anyway)."""
+def _device(tmp_path: Path, name: str, minor: int) -> Path:
+    """/dev/NAME as a test may write to it: a private node as root (so a bug cannot replace the
+    machine's own: a rename over /dev/full once did), the real one otherwise (a user cannot rename over it)."""
     if os.geteuid() == 0:
-        node = tmp_path / "null"
-        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        node = tmp_path / name
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
         return node
-    return Path("/dev/null")
+    return Path("/dev") / name
+
+
+def _null_device(tmp_path: Path) -> Path:
+    """A character device that discards writes."""
+    return _device(tmp_path, "null", 3)
 
 
 def test_a_character_device_stays_a_device(tmp_path, log):
@@ -131,13 +136,14 @@ def test_an_unwritable_directory_is_one_line(tmp_path, log):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
-def test_a_full_disk_is_one_line_for_o_and_for_stdout(log):
-    _one_line_error(run_cli("-o", "/dev/full", log), "/dev/full", "no space left")
-    with open("/dev/full", "wb") as full:
-        result = subprocess.run([sys.executable, "-m", "triage", "--format", "html", log], stdout=full,
+def test_a_full_disk_is_one_line_for_o_and_for_stdout(tmp_path, log):
+    full = _device(tmp_path, "full", 7)          # a device whose every write fails with ENOSPC
+    _one_line_error(run_cli("-o", str(full), log), str(full), "no space left")
+    with open(full, "wb") as stdout:
+        result = subprocess.run([sys.executable, "-m", "triage", "--format", "html", log], stdout=stdout,
                                 stderr=subprocess.PIPE, cwd=ROOT, timeout=120)
     _one_line_error(result, "<stdout>", "no space left")
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert stat.S_ISCHR(full.stat().st_mode)
 
 
 def test_a_closed_pipe_ends_quietly(log):

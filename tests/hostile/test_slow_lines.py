@@ -23,7 +23,7 @@ def test_each_slow_line_costs_what_its_length_does(name):
     line = SLOW_LINES[name]
     start = time.monotonic()
     for record in records([(1, line)]):
-        Redactor().text(record.text)
+        Redactor(prompts=True).text(record.text)
     assert time.monotonic() - start < 10, name
 
 
@@ -39,7 +39,7 @@ def test_bundled_signatures_never_time_out_on_their_own_anchors_repeated():
 def test_the_whole_slow_line_set_through_the_command_line(tmp_path):
     path = tmp_path / "slow.log"
     path.write_text("\n".join([*SLOW_LINES.values(), KV]) + "\n")
-    run = run_measured("--format", "json", str(path), limit_s=300)
+    run = run_measured("--format", "json", "--redact-prompts", str(path), limit_s=300)
     assert run.returncode == 1, run.stderr
     assert run.report()["verdict"] == "kv_cache_too_small"
     assert run.seconds < 90 and run.peak_mib < 600, (run.seconds, run.peak_mib)
