@@ -155,7 +155,8 @@ def _answer(client: requests.Session, url: str, params: Mapping[str, str] | None
         raise InputError(shown, f"connected, but no answer within {options.read_timeout:g} s",
                          "the server may be overloaded; raise --read-timeout") from None
     except requests.exceptions.TooManyRedirects:
-        raise InputError(shown, f"redirects in a loop (more than {MAX_REDIRECTS})", f"give the final URL of {what}") from None
+        raise InputError(shown, f"redirects in a loop (more than {MAX_REDIRECTS})",
+                         f"give the final URL of {what}") from None
     except requests.exceptions.ConnectionError as exc:
         text = str(exc)
         if "Name or service not known" in text or "getaddrinfo" in text or "nodename nor servname" in text:
@@ -187,7 +188,7 @@ def _body(response: requests.Response, options: HttpOptions, shown: str, what: s
     except requests.exceptions.ConnectionError as exc:
         if "timed out" in str(exc).lower():
             raise InputError(shown, f"answered, but the body stalled for {options.read_timeout:g} s "
-                             f"({size:,} bytes so far)", "the server is too slow or stuck; raise --read-timeout") from None
+                             f"({size:,} bytes read)", "the server is too slow or stuck; raise --read-timeout") from None
         raise InputError(shown, f"the connection was cut while the body was read ({size:,} bytes so far)",
                          "try again; is the server restarting?") from None
     except requests.exceptions.RequestException as exc:

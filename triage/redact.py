@@ -47,12 +47,13 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bearer_token", re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})")),
     ("hf_token", re.compile(r"(?<![A-Za-z0-9_])(?P<secret>hf_(?=[a-z]*[A-Z0-9])[A-Za-z0-9]{8,})(?![A-Za-z0-9_])")),
     ("openai_key", re.compile(r"(?<![\w-])(?P<secret>sk-[A-Za-z0-9_-]{12,})")),
-    ("github_token", re.compile(r"(?<![A-Za-z0-9_])(?P<secret>gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("github_token", re.compile(
+        r"(?<![A-Za-z0-9_])(?P<secret>gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
     ("gitlab_token", re.compile(r"(?<![A-Za-z0-9_])(?P<secret>glpat-[A-Za-z0-9_-]{16,})")),
     ("slack_token", re.compile(r"(?<![A-Za-z0-9_])(?P<secret>xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,})")),
     ("google_api_key", re.compile(r"(?<![A-Za-z0-9_])(?P<secret>AIza[0-9A-Za-z_-]{30,})")),
-    ("aws_key", re.compile(
-        r"(?<![A-Z0-9])(?P<secret>(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|ABIA|ACCA)[A-Z0-9]{16})(?![A-Z0-9])")),
+    ("aws_key", re.compile(r"(?<![A-Z0-9])(?P<secret>(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|ABIA|ACCA)"
+                           r"[A-Z0-9]{16})(?![A-Z0-9])")),
     ("jwt", re.compile(r"(?<![\w-])(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,})")),
 )
 # Every rule needs one of these in the lower-cased line; most log lines have none and skip the rest.

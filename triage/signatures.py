@@ -262,9 +262,13 @@ def nested_quantifier(pattern: str) -> bool:
         sc.CATEGORY_DIGIT: str.isdigit, sc.CATEGORY_SPACE: str.isspace,
         sc.CATEGORY_WORD: lambda ch: ch.isalnum() or ch == "_",
     }
+
+    def negated(test: Callable[[str], bool]) -> Callable[[str], bool]:
+        return lambda ch: not test(ch)
+
     for positive, negative in ((sc.CATEGORY_DIGIT, sc.CATEGORY_NOT_DIGIT), (sc.CATEGORY_SPACE, sc.CATEGORY_NOT_SPACE),
                                (sc.CATEGORY_WORD, sc.CATEGORY_NOT_WORD)):
-        categories[negative] = lambda ch, f=categories[positive]: not f(ch)
+        categories[negative] = negated(categories[positive])
 
     def takes(op: Any, av: Any, ch: str) -> bool:
         """Can this one-character item take `ch`? (unknown items: assume it can)"""
@@ -307,7 +311,7 @@ def nested_quantifier(pattern: str) -> bool:
             body = list(body[0][1][-1])
         branches = body[0][1][1] if len(body) == 1 and body[0][0] is sc.BRANCH else [body]
         starts = [first(b) for b in branches if b]
-        if any(op is sc.LITERAL and any(takes(*other, chr(av)) for other in starts[:i] + starts[i + 1:])
+        if any(op is sc.LITERAL and any(takes(o, v, chr(av)) for o, v in starts[:i] + starts[i + 1:])
                for i, (op, av) in enumerate(starts)):
             return True           # (x|xy)+: two branches can take the same first character
         for branch in branches:
@@ -315,7 +319,7 @@ def nested_quantifier(pattern: str) -> bool:
             if not inner:
                 continue
             separators = [chr(av) for op, av in branch if op is sc.LITERAL]
-            if not any(all(not takes(*first(b), ch) for b in inner) for ch in separators):
+            if not any(all(not takes(first(b)[0], first(b)[1], ch) for b in inner) for ch in separators):
                 return True
         return False
 

@@ -4,7 +4,6 @@ same strings to a parser); a newline in a file name cannot close a code fence.""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, RULES_DIR, run_cli
+from conftest import RULES_DIR, run_cli
 from hostile_support import run_measured
 from triage import sources
 from triage.envelope import records
