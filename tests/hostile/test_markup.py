@@ -1,6 +1,6 @@
 """What input text can do to a report: file names and lines with newlines, fences, HTML, control and
-bidirectional characters. Markdown and HTML show them as visible escapes, JSON as \\u escapes (the
-same strings to a parser); a newline in a file name cannot close a code fence."""
+bidirectional characters. Markdown, HTML and the terminal text show them as visible escapes, JSON as
+\\u escapes (the same strings to a parser); a newline in a file name cannot close a code fence."""
 from __future__ import annotations
 
 import json
@@ -55,7 +55,7 @@ def test_a_newline_in_a_file_name_cannot_close_the_fence(tmp_path):
 def test_control_and_bidi_characters_are_never_printed_raw(tmp_path, char):
     path = _log(tmp_path, f"a{char}b.log", extra=f"left{char}right")
     out = _outputs(path)
-    for fmt in ("markdown", "html", "json"):
+    for fmt in ("markdown", "html", "json", "text"):     # text: no ESC or BEL reaches the terminal either
         assert char not in out[fmt], f"{char!r} raw in {fmt}"
     shown = f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
     assert shown in out["markdown"] and shown in out["html"]

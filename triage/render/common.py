@@ -50,6 +50,15 @@ def _visible(m: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+_UNSAFE_BUT_COLOUR = re.compile(f"(\x1b\\[[0-9;]*m)|[{UNSAFE_CHARS}]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text for a terminal: like `neutral`, but colour codes (ESC [ ... m) stay, as the renderer's own.
+    Log text reaches here with its colour already stripped (envelope), so only ours are left."""
+    return _UNSAFE_BUT_COLOUR.sub(lambda m: m[1] or _visible(m), text)
+
+
 def neutral(text: str, newlines: bool = True) -> str:
     """Input text as a report may print it: unsafe characters (see UNSAFE_CHARS) shown as escapes
     (`\\x1b`, `\\u202e`); with `newlines=False` a newline too, for text that must stay one line."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
-from .common import fleet_heading, fleet_tally, instance_figures, quiet_suppressions, window_sentence
+from .common import fleet_heading, fleet_tally, instance_figures, quiet_suppressions, terminal_safe, window_sentence
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
@@ -150,4 +150,4 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         out.append(s(f"Redacted: {hidden} (--no-redact shows them).", "dim"))
     for w in report.warnings:
         out.append(s(f"warning: {w}", "yellow"))
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out) + "\n")     # an ESC or a bidi override in the input cannot drive the terminal
