@@ -291,3 +291,10 @@ def test_one_vllm_version_syntax_everywhere(command):
     bad = run_cli(*command, "--vllm-version", "latest")
     assert bad.returncode == 2 and b"'latest' is not a vLLM release like 0.10.2" in bad.stderr
     assert "--vllm-version X.Y.Z" in run_cli(*command, "--help").stdout.decode()
+
+
+def test_the_max_bytes_default_is_the_http_readers_limit():
+    """--max-bytes' default is written out in the CLI (so it starts without requests): the same limit."""
+    from triage.cli import _SIZE, DEFAULT_MAX_BYTES
+    from triage.httpget import MAX_BYTES
+    assert _SIZE.convert(DEFAULT_MAX_BYTES, None, None) == MAX_BYTES

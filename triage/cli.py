@@ -7,6 +7,8 @@ with --fail-on, 1 when the verdict matches, 3 when the input is empty or holds n
 from __future__ import annotations
 
 import dataclasses
+import errno
+import math
 import os
 import stat
 import sys
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from .httpget import HttpOptions
     from .metricinputs import MetricsRead
     from .pipeline import Toolkit
+
+DEFAULT_MAX_BYTES = "64MiB"    # httpget.MAX_BYTES, written out so the CLI starts without requests (a test holds them equal)
 
 EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -75,18 +79,32 @@ def _config_options(fn):
 
 
 def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
-    """Write `text` to `path` through a temporary file and a rename; never over an input."""
-    target = Path(path)
-    for given in inputs:
-        if given != "-" and target.exists() and os.path.samefile(given, target):
-            raise InputError(path, "is one of the inputs; refusing to overwrite it", "choose another -o path")
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise InputError(path, f"directory {directory} does not exist", "create it first")
+    """Write `text` to `path`; never over an input, never replacing what is not a regular file.
+
+    A regular file (or a new one) is written through a temporary file and a rename, so a reader never
+    sees half a report. A symlink is followed: its target gets the report, the link stays. A device,
+    FIFO or socket (/dev/null, /dev/stdout, a named pipe) is written straight to, as a shell's `>`
+    would: a rename would put a regular file in its place. Every OS error is one line, never a traceback.
+    """
+    target = Path(os.path.realpath(path))
+    if target.is_symlink():
+        raise InputError(path, "is a symbolic link that loops", "give a file path")
     try:
+        for given in inputs:
+            if given != "-" and target.exists() and os.path.samefile(given, target):
+                raise InputError(path, "is one of the inputs; refusing to overwrite it", "choose another -o path")
+        if target.is_dir():
+            raise InputError(path, "is a directory", "give a file name, e.g. -o report.txt")
+        if target.exists() and not target.is_file():
+            with open(target, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            return
+        directory = target.parent
+        if not directory.is_dir():
+            raise InputError(path, f"directory {directory} does not exist", "create it first")
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise InputError(path, f"cannot write in {directory}: {exc.strerror or exc}", "choose another -o path") from None
+        raise _write_error(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -101,7 +119,7 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
         except FileNotFoundError:
             pass
         if isinstance(exc, OSError):
-            raise InputError(path, f"cannot write: {exc.strerror or exc}", "choose another -o path") from None
+            raise _write_error(path, exc) from None
         raise
 
 
@@ -152,6 +170,26 @@ def stdin_is_piped() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
+
+
+_WRITE_HINTS = {
+    errno.EACCES: "choose a directory you can write to",
+    errno.EPERM: "choose a directory you can write to",
+    errno.EROFS: "the file system is read-only: write the report somewhere else",
+    errno.ENOSPC: "free some space, or write the report somewhere else",
+    errno.EDQUOT: "free some space, or write the report somewhere else",
+    errno.EISDIR: "give a file name, e.g. -o report.txt",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.ENAMETOOLONG: "choose a shorter file name",
+}
+
+
+def _write_error(where: str, exc: OSError) -> InputError:
+    """An OS error while writing output, as one line: where, what the system said, what to try."""
+    what = f"cannot write: {(exc.strerror or str(exc)).lower()}"
+    return InputError(where, what, _WRITE_HINTS.get(exc.errno or 0, ""))
+
+
 def _use_color(fmt: str, output: str | None) -> bool:
     if fmt != "text" or output or os.environ.get("NO_COLOR"):
         return False
@@ -184,7 +222,7 @@ def cli() -> None:
 
 
 def _http_options(headers: Sequence[str], ca_cert: str | None, insecure: bool, connect_timeout: float,
-                  read_timeout: float, api_key: bool) -> HttpOptions:
+                  read_timeout: float, max_bytes: int, api_key: bool) -> HttpOptions:
     """Headers from --header, plus vLLM's own convention: VLLM_API_KEY as a bearer token."""
     from .httpget import HttpOptions, parse_header
     parsed = dict(parse_header(h) for h in headers)
@@ -192,7 +230,7 @@ def _http_options(headers: Sequence[str], ca_cert: str | None, insecure: bool, c
     if api_key and key and not any(name.lower() == "authorization" for name in parsed):
         parsed["Authorization"] = f"Bearer {key}"
     return HttpOptions(headers=parsed, verify=False if insecure else (ca_cert or True),
-                       connect_timeout=connect_timeout, read_timeout=read_timeout)
+                       connect_timeout=connect_timeout, read_timeout=read_timeout, max_bytes=max_bytes)
 
 
 def _countdown():
@@ -225,7 +263,7 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
     from .metricinputs import read_files, read_prometheus, read_urls
     if o["metrics_files"]:
         return read_files(o["metrics_files"], o["interval"] if interval_given else None)
-    web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"])
+    web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"], o["max_bytes"])
     if o["metrics_urls"]:
         return read_urls(o["metrics_urls"], o["samples"], o["interval"], _http_options(*web, api_key=True), _countdown())
     if o["prometheus_url"]:
@@ -234,7 +272,36 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
     return None
 
 
-_SECONDS = click.FloatRange(min=0, min_open=True)
+class _Seconds(click.FloatRange):
+    """A positive, finite number of seconds up to a day (click's range lets NaN and infinity through)."""
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        seconds = super().convert(value, param, ctx)
+        if not math.isfinite(seconds):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
+_SECONDS = _Seconds(min=0, min_open=True, max=86400)
+
+
+class _Size(click.ParamType):
+    """A byte count: 1048576, 512KiB, 64MiB, 1G (binary units; B, K, M, G with or without iB)."""
+
+    name = "size"
+    _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+    def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
+        if isinstance(value, int):
+            return value
+        import re
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmg]?)(?:i?b)?\s*", str(value), re.I)
+        if not m or float(m[1]) * self._UNITS[m[2].lower()] < 1:
+            self.fail(f"{value!r} is not a size, e.g. 64MiB, 512KiB, 1G", param, ctx)
+        return int(float(m[1]) * self._UNITS[m[2].lower()])
+
+
+_SIZE = _Size()
 
 
 @cli.command()
@@ -264,7 +331,9 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 @click.option("--connect-timeout", type=_SECONDS, default=5.0, show_default=True, metavar="SECONDS",
               help="Give up connecting to --metrics-url/--prometheus after this long.")
 @click.option("--read-timeout", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS",
-              help="Give up waiting for an answer after this long.")
+              help="Give up when the whole answer (headers and body) has not arrived after this long.")
+@click.option("--max-bytes", type=_SIZE, default=DEFAULT_MAX_BYTES, show_default=True, metavar="SIZE",
+              help="Read at most this much of an answer, after decompression (e.g. 256MiB; a big /metrics is a few MiB).")
 @click.option("--prometheus", "prometheus_url", metavar="URL",
               help="Read the vLLM series from a Prometheus server (query_range); one line per instance.")
 @click.option("--selector", metavar="'{LABEL=\"VALUE\",...}'",
@@ -402,23 +471,33 @@ def rules_command(rules_dir: str | None, show: str) -> None:
                 walk(kit.rules.children.get(node.id, ()), depth + 1)
         walk(kit.rules.roots, 0)
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
+    for sig in kit.signatures.signatures:
+        from .signatures import MATCH_TIMEOUT_S, nested_quantifier
+        if nested_quantifier(sig.pattern.pattern):
+            click.echo(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
+                       f"(like (a+)+): it can take exponential time on a line it almost matches; each search is cut "
+                       f"after {MATCH_TIMEOUT_S:g} s and the line skipped (hint: give the inner repeat a separator, "
+                       "e.g. (?:\\w+ )* instead of (?:\\w+\\s?)*)", err=True)
 
 
 # --- capacity: what-if and the pre-deploy check -----------------------------------------------------
 
+# Upper bounds too: a figure no deployment has is a typo, and must not overflow the capacity model.
+_TOKENS = click.IntRange(1, 2**31 - 1)
+_GPUS = click.IntRange(1, 4096)
 _SERVE_FLAGS = (
-    ("--gpu-memory-utilization", "gpu_memory_utilization", click.FloatRange(0, 1, min_open=True), "Share of the GPU vLLM may use."),
-    ("--max-model-len", "max_model_len", click.IntRange(min=1), "Longest request, in tokens."),
-    ("--max-num-seqs", "max_num_seqs", click.IntRange(min=1), "Requests batched at once."),
-    ("--max-num-batched-tokens", "max_num_batched_tokens", click.IntRange(min=1), "Tokens in one scheduler step."),
-    ("--tensor-parallel-size", "tensor_parallel_size", click.IntRange(min=1), "GPUs the weights are split over."),
-    ("--pipeline-parallel-size", "pipeline_parallel_size", click.IntRange(min=1), "Pipeline stages."),
+    ("--gpu-memory-utilization", "gpu_memory_utilization", click.FloatRange(1e-3, 1), "Share of the GPU vLLM may use."),
+    ("--max-model-len", "max_model_len", _TOKENS, "Longest request, in tokens."),
+    ("--max-num-seqs", "max_num_seqs", _TOKENS, "Requests batched at once."),
+    ("--max-num-batched-tokens", "max_num_batched_tokens", _TOKENS, "Tokens in one scheduler step."),
+    ("--tensor-parallel-size", "tensor_parallel_size", _GPUS, "GPUs the weights are split over."),
+    ("--pipeline-parallel-size", "pipeline_parallel_size", _GPUS, "Pipeline stages."),
     ("--dtype", "dtype", click.Choice(["auto", "bfloat16", "float16", "half", "float32"]), "Weight dtype."),
     ("--kv-cache-dtype", "kv_cache_dtype", click.Choice(["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"]),
      "KV cache dtype."),
     ("--quantization", "quantization", click.Choice(["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes",
                                                      "mxfp4"]), "Weight quantization."),
-    ("--cpu-offload-gb", "cpu_offload_gb", click.FloatRange(min=0), "GiB of weights per GPU kept in CPU memory."),
+    ("--cpu-offload-gb", "cpu_offload_gb", click.FloatRange(0, 1e6), "GiB of weights per GPU kept in CPU memory."),
 )
 
 
@@ -510,7 +589,7 @@ _OUTPUT = click.option("-o", "--output", metavar="PATH",
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="/metrics snapshots whose request-size histograms give the observed prompt + output lengths.")
 @click.option("--model-config", metavar="CONFIG", help="The model's local config.json: exact weight and KV sizes.")
-@click.option("--gpu-memory-gib", type=click.FloatRange(min=1), help="The GPU's memory, when the log does not print it.")
+@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5), help="The GPU's memory, when the log does not print it.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the signatures in DIR instead of the bundled ones.")
 @_FORMAT
 @_OUTPUT
@@ -540,10 +619,10 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
 @_serve_flags
 @click.option("--model-config", metavar="CONFIG", help="The model's local Hugging Face config.json (or its folder).")
 @click.option("--from-log", "from_log", metavar="LOG", help="Calibrate from a previous startup log instead.")
-@click.option("--gpu-memory-gib", type=click.FloatRange(min=1), help="Memory of one GPU, e.g. 80 (79.19 as torch sees an H100).")
-@click.option("--gpus", type=click.IntRange(min=1), help="GPUs available (default: tensor x pipeline parallel size).")
+@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5), help="Memory of one GPU, e.g. 80 (79.19 as torch sees an H100).")
+@click.option("--gpus", type=click.IntRange(1, 100_000), help="GPUs available (default: tensor x pipeline parallel size).")
 @click.option("--expect-prompt-tokens", type=click.IntRange(min=1), help="Typical prompt length, in tokens.")
-@click.option("--expect-output-tokens", type=click.IntRange(min=1), help="Typical output length, in tokens.")
+@click.option("--expect-output-tokens", type=_TOKENS, help="Typical output length, in tokens.")
 @_vllm_version_option("The vLLM release to model, e.g. 0.10.2 (default: a current one, 0.20+).")
 @click.option("--disable-sliding-window", is_flag=True, help="As vllm serve's flag: every layer keeps the full context.")
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
@@ -882,8 +961,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("vtriage: interrupted", err=True)
         sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
+    except BrokenPipeError:        # the reader of stdout went away (| head): nothing left to say
+        _drop_stdout()
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:          # stdout on a full disk, a read that failed under us
+        _drop_stdout()
+        if isinstance(exc.filename, str):
+            message = f"{exc.filename}: {(exc.strerror or str(exc)).lower()}"
+        elif exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            message = str(_write_error("<stdout>", exc))
+        else:
+            message = (exc.strerror or str(exc)).lower()
+        click.echo(f"vtriage: error: {message}", err=True)
         sys.exit(EXIT_USAGE)
     except SystemExit:
         raise
@@ -894,6 +983,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                    "(set VTRIAGE_DEBUG=1 for the traceback, and please report it)", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(0)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush of a broken stdout says nothing more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -13,8 +13,11 @@ from typing import Callable, Iterable, Iterator
 
 import re
 
-# Real escape sequences, the caret form a terminal copy leaves (^[[0;36m), and bare remnants ([36m).
-_ANSI = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\[\d{1,3}(?:;\d{1,3})*m")
+# Real escape sequences, the caret form a terminal copy leaves (^[[0;36m), the forms a JSON envelope
+# escapes (\u001b[32m, as docker json-file writes them), and bare remnants ([36m). An OSC sequence
+# (ESC ] ... BEL or ESC \) stops at the next ESC, so a line of many unterminated ones stays linear.
+_ANSI = re.compile(r"(?:\x1b|\^\[|\\u001[bB]|\\x1[bB]|\\033|\\e)\[[0-9;?]*[A-Za-z]"
+                   r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\[\d{1,3}(?:;\d{1,3})*m")
 
 _ISO_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 # Each outer wrapper: a pattern whose `rest` group is what it wraps.
@@ -49,8 +52,10 @@ EMBEDDED_WINDOW = 200    # a wrapper's tag is short: look no further for vLLM's 
 # Ray's log deduplication appends this to a line several actors printed alike.
 _RAY_REPEATED = re.compile(r"\s*\[repeated (?P<times>\d+)x across cluster\]\s*$")
 # A logger record glued onto the end of something else (a tqdm bar, another record) with no newline.
+# A "(... pid=N ...)" group is read as one run to its ")" and checked for pid= by a lookahead that
+# cannot pass a parenthesis: linear, where a lazy scan for each "pid=" was quadratic on "(pid=1pid=1...".
 _GLUED = re.compile(
-    r"(?<=\S)(?=(?:\([^()]*?pid=\d+[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,])")
+    r"(?<=\S)(?=(?:\((?=[^()]*pid=\d)[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,])")
 # Lines that begin a record of their own, as opposed to the tail of a line a terminal wrapped.
 _RECORD_START = re.compile(
     r"^(?:\s\s|\t|Traceback |During handling|The above exception|[\w.]+(?:Error|Exception|Warning|Exit)\b"
@@ -89,7 +94,7 @@ def _unwrap_json(text: str) -> tuple[str, str | None, str | None, str | None, bo
     """A JSON-lines envelope: (content, time, level, process, partial) or None when not JSON."""
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):     # not JSON, or nested deeper than any envelope is
         return None
     if not isinstance(obj, dict):
         return None

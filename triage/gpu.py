@@ -10,6 +10,7 @@ read by triage/gpusmi.py into the same GpuSnapshot.
 from __future__ import annotations
 
 import json
+import math
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,6 +22,7 @@ import regex
 from .errors import InputError, TriageError
 from .facts import FACTS
 from .model import Fact, SourceRef
+from .redact import Redactor
 
 EXIT_NO_GPU = 4
 SNAPSHOT_FORMAT = 1
@@ -162,7 +164,9 @@ def probe(nvml: Any, vllm_pids: Sequence[int] = (), proc: ProcReader | None = No
                 vllm, why = classify(p.pid, pname, cmdline, vllm_pids, proc.parent)
                 shown = f"{used:.0f} MiB" if used is not None else "memory unknown"
                 ref = SourceRef("NVML", 0, f"GPU {index} pid {p.pid} {pname or '?'} {shown}")
-                processes.append(GpuProcess(index, p.pid, pname, used, vllm, why, ref, cmdline, proc.parent(p.pid)))
+                shown_cmdline = Redactor().text(cmdline) if cmdline else cmdline   # `vllm serve --api-key K`
+                processes.append(GpuProcess(index, p.pid, pname, used, vllm, why, ref, shown_cmdline,
+                                            proc.parent(p.pid)))
     finally:
         nvml.nvmlShutdown()
     when = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -194,15 +198,16 @@ def read_snapshot_json(text: str, path: str, vllm_pids: Sequence[int] = ()) -> G
     """A file written by `vtriage gpu --format json`; each entry's evidence is its own line."""
     try:
         data = json.loads(text)
-    except ValueError as exc:
-        raise InputError(path, f"not valid JSON: {exc}", "write it with vtriage gpu --format json > gpu.json") from None
+    except (ValueError, RecursionError) as exc:
+        why = exc if isinstance(exc, ValueError) else "nested too deeply"
+        raise InputError(path, f"not valid JSON: {why}", "write it with vtriage gpu --format json > gpu.json") from None
     if not isinstance(data, dict) or data.get("vtriage_gpu_snapshot") != SNAPSHOT_FORMAT:
         raise InputError(path, "not a vtriage GPU snapshot", "write it with vtriage gpu --format json, or pass nvidia-smi output")
     lines = text.splitlines()
     try:
-        devices = tuple(GpuDevice(int(g["index"]), g.get("name"), g.get("total_mib"), g.get("used_mib"),
+        devices = tuple(GpuDevice(int(g["index"]), g.get("name"), _mib(g.get("total_mib")), _mib(g.get("used_mib")),
                                   _line_ref(path, lines, f'"index": {int(g["index"])},'), g.get("uuid"),
-                                  g.get("free_mib"))
+                                  _mib(g.get("free_mib")))
                         for g in data.get("gpus", []))
         entries = data.get("processes", [])
         parents = {int(p["pid"]): p.get("ppid") for p in entries}
@@ -211,13 +216,20 @@ def read_snapshot_json(text: str, path: str, vllm_pids: Sequence[int] = ()) -> G
             vllm, why = p.get("vllm"), p.get("why") or ""
             if vllm_pids:                # the command line decides again, exactly
                 vllm, why = classify(int(p["pid"]), p.get("name"), p.get("cmdline"), vllm_pids, parents.get)
-            processes.append(GpuProcess(p.get("gpu"), int(p["pid"]), p.get("name"), p.get("used_mib"), vllm, why,
+            processes.append(GpuProcess(p.get("gpu"), int(p["pid"]), p.get("name"), _mib(p.get("used_mib")), vllm, why,
                                         _line_ref(path, lines, f'"pid": {int(p["pid"])},'), p.get("cmdline"),
                                         p.get("ppid")))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(path, f"a GPU or process entry is malformed ({exc})", "write it with vtriage gpu --format json") from None
     return GpuSnapshot(devices, tuple(processes), "json", path, len(lines), data.get("taken_at"), data.get("driver"),
                        data.get("host"))
+
+
+def _mib(value: Any) -> float | None:
+    """A memory figure from a snapshot file: a number of MiB a GPU can hold, else unknown (not NaN, not 1e308)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value <= 1e9 else None
 
 
 def _line_ref(path: str, lines: Sequence[str], needle: str) -> SourceRef:

@@ -23,12 +23,12 @@ from .gpu import GpuDevice, GpuProcess, GpuSnapshot, classify, merge_snapshots, 
 from .model import SourceRef
 
 _GPU_ROW = regex.compile(r"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off)\s+\|")
-_MEMORY = regex.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+_MEMORY = regex.compile(r"(?<!\d)(\d{1,12})\s*MiB\s*/\s*(\d{1,12})\s*MiB")   # more digits: not a GPU
 _PROC_ROW = regex.compile(
-    r"^\|\s+(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(C\+G|M\+C|C|G|M)\s+(.*?)\s+(\d+\s*MiB|N/A|\S*\.\.\.)\s*\|$")
+    r"^\|\s+(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(C\+G|M\+C|C|G|M)\s+(.*?)\s+(\d{1,12}\s*MiB|N/A|\S*\.\.\.)\s*\|$")
 _DRIVER = regex.compile(r"Driver Version:\s*([\d.]+)")
 _STAMP = regex.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\s*$")
-_SIZE = regex.compile(r"^\s*(\d+(?:\.\d+)?)\s*(MiB|GiB|KiB)?\s*$")
+_SIZE = regex.compile(r"^\s*(\d{1,12}(?:\.\d{1,6})?)\s*(MiB|GiB|KiB)?\s*$")
 
 
 def _mib(text: str) -> float | None:

@@ -17,9 +17,10 @@ from typing import Iterable, Iterator
 from .envelope import Record, records
 from .model import KV_SATURATED, PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
 from .redact import Redactor, clip
-from .signatures import Signature, SignatureSet
+from .signatures import MatchBudget, Signature, SignatureSet
 
 MAX_EVIDENCE_CHARS = 600
+REDACT_WINDOW = MAX_EVIDENCE_CHARS + 16_384   # what an unrecognised line is redacted over (a secret is < 8 KiB)
 MAX_WRAP_JOIN = 64             # physical lines a wrapped record may span
 MIN_WRAP_CANDIDATE = 60        # shorter unmatched lines are not worth re-joining
 MAX_COVERAGE_GROUPS = 500
@@ -37,13 +38,15 @@ class LogParse:
     `summary` and `unrecognised` describe the whole file."""
 
     def __init__(self, name: str, lines: Iterable[tuple[int, str]], signatures: SignatureSet,
-                 redactor: Redactor) -> None:
+                 redactor: Redactor, warnings: list[str] | None = None) -> None:
         self.name = name
         self._lines = lines
         self._signatures = signatures
         self._redactor = redactor
         self._coverage = _Coverage()
         self.lines_read = 0
+        self.budget = MatchBudget()                 # what slow signature patterns may cost this file
+        self.warnings = warnings if warnings is not None else []   # told once the file is parsed
 
     def __iter__(self) -> Iterator[LogEvent]:
         return _parse(self)
@@ -116,6 +119,7 @@ def _more_fields(new_hits, old_hits) -> bool:
 def _parse(parse: LogParse) -> Iterator[LogEvent]:
     """Recognise every line of one log, yielding events in the order of the file."""
     signatures, redactor, coverage, name = parse._signatures, parse._redactor, parse._coverage, parse.name
+    budget = parse.budget
     in_traceback: dict[str | None, bool] = {}
 
     def counted(source: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
@@ -146,7 +150,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             break
         message = rec.message
         last_line = rec.line
-        hits = signatures.match(message) if message else []
+        hits = signatures.match(message, budget) if message else []
         # A terminal or pager may have wrapped a long line. Take the next line as its tail when a
         # signature then matches across the break or pulls out more fields, or when the lines are
         # cut at one fixed width (every piece but the last exactly as wide as the first).
@@ -162,10 +166,10 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             fixed_width = (rec.vllm_prefix and width >= MIN_WRAP_CANDIDATE and segment == width
                            and (joined > 0 or nxt.width == width))
             candidate = message + nxt.message
-            new_hits = signatures.match(candidate)
+            new_hits = signatures.match(candidate, budget)
             glue = "" if fixed_width or spaced[-1:].isspace() or nxt.message[:1].isspace() else " "
             spaced_candidate = spaced + glue + nxt.message
-            new_spaced_hits = signatures.match(spaced_candidate) if glue else new_hits
+            new_spaced_hits = signatures.match(spaced_candidate, budget) if glue else new_hits
             if not (fixed_width or _spans_boundary(new_hits, len(message)) or _more_fields(new_hits, hits)
                     or _spans_boundary(new_spaced_hits, len(spaced)) or _more_fields(new_spaced_hits, spaced_hits)):
                 break
@@ -205,8 +209,13 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
                                SourceRef(name, rec.line, text, span), seq, rec.wall_time)
                 seq += 1
         elif not traceback_body and rec.level in ("WARNING", "ERROR", "CRITICAL") and message.strip():
-            text, _ = clip(redactor.text(rec.text), None, MAX_EVIDENCE_CHARS)
-            coverage.unrecognised(rec.level, redactor.text(message), SourceRef(name, rec.line, text))
+            # Only the start of the line is shown: redact that much (and enough after it for any secret
+            # that starts inside it), not a hostile megabyte.
+            text, _ = clip(redactor.text(rec.text[:REDACT_WINDOW]), None, MAX_EVIDENCE_CHARS)
+            coverage.unrecognised(rec.level, redactor.text(message[:REDACT_WINDOW]), SourceRef(name, rec.line, text))
+    slow = budget.warning(name)
+    if slow:
+        parse.warnings.append(slow)
 
 
 # --- merging several files into one incident ------------------------------------------------------

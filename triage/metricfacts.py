@@ -11,7 +11,7 @@ import math
 from typing import Mapping, Sequence
 
 from .facts import FACTS
-from .metricparse import MetricSample
+from .metricparse import MetricSample, sample_value
 from .metricseries import (counter_increase, histogram_quantile, histogram_window, per_scrape, time_at_or_above,
                            window_seconds)
 from .model import Fact, SourceRef
@@ -352,10 +352,8 @@ def _cache_config(facts: dict[str, Fact], infos: Sequence[MetricSample]) -> None
         raw = labels.get(key)
         if raw in (None, "", "None"):
             return None
-        try:
-            return kind(float(raw))
-        except ValueError:
-            return None             # a label that is not a number is unknown, not zero
+        value = sample_value(raw)   # a label that is not a number (or NaN, inf, absurd) is unknown, not zero
+        return None if value is None else kind(value)
 
     util = number("gpu_memory_utilization", float)
     if util is not None:

@@ -6,6 +6,7 @@ the order and time of several snapshots of one server, which rates and deltas ne
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
@@ -13,6 +14,7 @@ from typing import Iterator, Mapping, Sequence
 from .errors import InputError
 from .model import SourceRef
 
+MAX_SERIES = 50_000        # samples in one exposition: a vLLM server has hundreds, a node with its GPUs a few thousand
 _SAMPLE_LINE = re.compile(r"^\s*(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+\S")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -27,6 +29,10 @@ class MetricSample:
     scrape: int                # 0 for the first snapshot given, 1 for the next, ...
     source: SourceRef
     time: float | None = None  # when it was scraped (Unix seconds, or seconds from the first snapshot)
+
+
+class TooManySeries(InputError):
+    """An exposition far larger than any server's: refused before the parser holds it all."""
 
 
 class _NumberedLines:
@@ -113,35 +119,46 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
     # from the n-th such line. Counting those lines is all it takes to number them, and the families
     # are turned into samples as they come, so the parser's own objects never pile up.
     numbered = [(number, line) for number, line in enumerate(lines, start=1) if line.strip()[:1] not in ("", "#")]
+    if len(numbered) > MAX_SERIES:
+        raise TooManySeries(path, f"holds {len(numbered):,} samples; one vLLM server exports a few thousand (at most "
+                            f"{MAX_SERIES:,} are read)", "give one server's /metrics, or select fewer series")
     shared = {} if label_sets is None else label_sets
     samples: list[MetricSample] = []
+    seen = 0
     feed = _NumberedLines(lines)
     try:
         for family in text_fd_to_metric_families(feed):
             for s in family.samples:
-                number, line = numbered[len(samples)] if len(samples) < len(numbered) else (0, "")
-                samples.append(_sample(s, path, number, line, scrape, time, shared))
-    except (ValueError, TypeError, IndexError, KeyError) as exc:
+                number, line = numbered[seen] if seen < len(numbered) else (0, "")
+                seen += 1
+                sample = _sample(s, path, number, line, scrape, time, shared)
+                if sample is not None:
+                    samples.append(sample)
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
         reason = str(exc) or "malformed line"
         where = _offending_line(lines, feed.lineno, reason)
         raise InputError(f"{path}:{where}", f"not a valid Prometheus metrics line ({reason})",
                          "save the endpoint's body as is: curl -s http://HOST:8000/metrics > m.prom") from None
-    if len(samples) != len(numbered):          # not expected; then find each sample's line by its series
+    if seen != len(numbered):          # not expected; then find each sample's line by its series
         parsed = [s for family in text_fd_to_metric_families(_NumberedLines(lines)) for s in family.samples]
-        samples = [_sample(s, path, number, line, scrape, time, shared)
-                   for s, (number, line) in zip(parsed, _lines_by_series(lines, parsed))]
+        redone = (_sample(s, path, number, line, scrape, time, shared)
+                  for s, (number, line) in zip(parsed, _lines_by_series(lines, parsed)))
+        samples = [sample for sample in redone if sample is not None]
     return samples
 
 
 def _sample(s, path: str, number: int, line: str, scrape: int, time: float | None,
-            shared: dict[tuple, dict[str, str]]) -> MetricSample:
+            shared: dict[tuple, dict[str, str]]) -> MetricSample | None:
+    """One sample with its line; None for NaN, an infinity or an absurd figure: unknown, not a number to compute with."""
+    value = sample_value(s.value)
+    if value is None:
+        return None
     key = tuple(s.labels.items())
     labels = shared.get(key)
     if labels is None:
         labels = shared[key] = dict(s.labels)
-    when = s.timestamp if s.timestamp is not None else time
-    return MetricSample(canonical_name(s.name), labels, float(s.value), scrape,
-                        SourceRef(path, number, line.rstrip("\n")), float(when) if when is not None else None)
+    when = sample_time(s.timestamp) if s.timestamp is not None else time
+    return MetricSample(canonical_name(s.name), labels, value, scrape, SourceRef(path, number, line.rstrip("\n")), when)
 
 
 def _lines_by_series(lines: Sequence[str], parsed: Sequence) -> list[tuple[int, str]]:
@@ -159,6 +176,25 @@ def _lines_by_series(lines: Sequence[str], parsed: Sequence) -> list[tuple[int, 
         spots = positions.get(_key(s.name, s.labels)) or [(0, f"{s.name} {s.value}")]
         out.append(spots.pop(0) if len(spots) > 1 else spots[0])
     return out
+
+
+MAX_VALUE = 1e15              # a gauge, counter or bucket beyond this is not a figure of one server
+_LATEST_TIME = 1e11           # seconds since 1970: the year 5138
+
+
+def sample_value(value: object) -> float | None:
+    """A sample's value as a float to compute with, or None when it is NaN, infinite or absurd."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and abs(number) <= MAX_VALUE else None
+
+
+def sample_time(value: object) -> float | None:
+    """A timestamp in Unix seconds, or None when it cannot be one."""
+    number = sample_value(value)
+    return number if number is not None and 0 <= number <= _LATEST_TIME else None
 
 
 MIN_MTIME_GAP_SECONDS = 1.0     # closer file times are copies, not scrapes

@@ -86,15 +86,15 @@ def time_at_or_above(levels: Sequence[tuple[int, float | None, float, MetricSamp
     """Seconds a level spent at or above `threshold`, and the seconds observed, from its scrapes.
 
     Each scrape stands for the interval up to the next one (the last for a typical interval), as
-    Prometheus' step semantics do; None when the scrapes have no times."""
+    Prometheus' step semantics do; None when the scrapes have no times or span none."""
     timed = [(t, v) for _, t, v, _ in levels if t is not None]
     if len(timed) < 2 or len(timed) != len(levels):
         return None
     gaps = [b[0] - a[0] for a, b in zip(timed, timed[1:])]
     typical = sorted(gaps)[len(gaps) // 2]
     spans = gaps + [typical]
-    above = sum(span for span, (_, v) in zip(spans, timed) if v >= threshold)
-    return above, sum(spans)
+    above, observed = sum(span for span, (_, v) in zip(spans, timed) if v >= threshold), sum(spans)
+    return (above, observed) if observed > 0 else None      # the same snapshot twice spans no time
 
 
 def window_seconds(samples: Iterable[MetricSample]) -> float | None:

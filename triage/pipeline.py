@@ -130,7 +130,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     needs each log's events whole, so with a window they are collected before attempts are cut.
     """
     sigs = kit.signatures
-    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor) for inp in inputs]
+    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor, inp.warnings) for inp in inputs]
     metric_samples = _redacted(metric_samples, redactor)
     extra_warnings: list[str] = list(metric_warnings)
     streams: Sequence[Iterable[LogEvent]] = parses
@@ -224,12 +224,17 @@ def _log_summary(inp: LogInput, parse: LogParse, sigs: SignatureSet) -> InputSum
 
 
 def _redacted(samples: Sequence[MetricSample], redactor: Redactor) -> list[MetricSample]:
-    """Metric evidence is captured text too: secrets in labels or URLs are masked before any fact sees it."""
+    """Metric evidence is captured text too: secrets in labels or URLs are masked before any fact sees it
+    (a model_name label becomes facts.model and the suggested command)."""
     out = []
+    masked: dict[str, str] = {}          # each label value once: a model URL repeats on every series
     for s in samples:
         text, path = redactor.text(s.source.text), redactor.text(s.source.path)
         if text != s.source.text or path != s.source.path:
             s = dataclasses.replace(s, source=dataclasses.replace(s.source, text=text, path=path))
+        labels = {k: masked[v] if v in masked else masked.setdefault(v, redactor.text(v)) for k, v in s.labels.items()}
+        if labels != s.labels:
+            s = dataclasses.replace(s, labels=labels)
         out.append(s)
     return out
 

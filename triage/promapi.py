@@ -20,13 +20,15 @@ from .errors import InputError
 from .httpget import HttpOptions, display_url, get
 from .metricfacts import (CACHE_CONFIG, DCGM_FREE, DCGM_RESERVED, DCGM_USED, HISTOGRAMS, KV_USAGE, PREEMPTIONS,
                           PREFIX_HIT_RATE, PREFIX_HITS, PREFIX_QUERIES, REQUEST_PREEMPTIONS, RUNNING, SWAPPED, WAITING)
-from .metricparse import MetricSample, canonical_name
+from .metricparse import MAX_SERIES, MetricSample, canonical_name, sample_time, sample_value
 from .model import SourceRef
 
 WHAT = "a Prometheus server (its base URL, e.g. http://prometheus:9090)"
 MAX_STEPS = 240
 _DURATION = regex.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m(?!s))?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_LONGEST = 100 * 365 * 86400.0      # durations and times are range-checked: no infinite windows
+_LATEST = 1e11                      # Unix seconds: the year 5138
 
 LEVEL_NAMES = (*KV_USAGE, *PREEMPTIONS, *(n[:-6] + "_created" for n in PREEMPTIONS if n.endswith("_total")),
                *RUNNING, *WAITING, *SWAPPED, *CACHE_CONFIG, *PREFIX_QUERIES, *PREFIX_HITS, *PREFIX_HIT_RATE)
@@ -46,8 +48,10 @@ def parse_duration(text: str, flag: str) -> float:
         if not text or not m or not any(m.groupdict().values()):
             raise InputError(flag, f"{text!r} is not a duration", "e.g. 90s, 15m, 1h, 1h30m, 2d") from None
         seconds = sum(float(v) * _UNITS[k] for k, v in m.groupdict().items() if v)
-    if seconds <= 0:
+    if not seconds > 0:
         raise InputError(flag, f"{text!r} is not a positive duration", "e.g. 15m")
+    if not 1e-3 <= seconds <= _LONGEST:
+        raise InputError(flag, f"{text!r} is not a duration Prometheus keeps", "from 1ms to 100 years, e.g. 15m, 30d")
     return seconds
 
 
@@ -57,9 +61,13 @@ def parse_time(text: str, flag: str, now: float) -> float:
     if text == "now":
         return now
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not 0 <= seconds <= _LATEST:      # NaN fails too
+            raise InputError(flag, f"{text!r} is not a time", "use now, Unix seconds or 2025-01-31T14:05:00Z")
+        return seconds
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -178,7 +186,7 @@ def _query(endpoint: str, query: str, window: Window, step: float, options: Http
     response = get(endpoint, options, WHAT, params=params)
     try:
         body: Any = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InputError(shown, "did not answer JSON: this is not a Prometheus HTTP API",
                          f"give the base URL of {WHAT}") from None
     if not isinstance(body, dict) or body.get("status") != "success":
@@ -189,13 +197,17 @@ def _query(endpoint: str, query: str, window: Window, step: float, options: Http
     if data.get("resultType") != "matrix":
         raise InputError(shown, f"expected a matrix from query_range, got {data.get('resultType')!r}",
                          f"give the base URL of {WHAT}")
+    result = data.get("result") or []
+    if len(result) > MAX_SERIES:
+        raise InputError(shown, f"answered with {len(result):,} series (at most {MAX_SERIES:,} are read)",
+                         "select fewer: --selector '{namespace=\"x\",pod=~\"vllm-.*\"}', --job, --instance")
     out = []
-    for item in data.get("result", []):
+    for item in result:
         values = []
         for t, v in item.get("values", []):
-            value = float(v)
-            if not math.isnan(value):
-                values.append((float(t), value))
+            value, when = sample_value(v), sample_time(t)
+            if value is not None and when is not None:     # NaN, infinities and absurd figures are unknown
+                values.append((when, value))
         if values:
             out.append((dict(item.get("metric", {})), values))
     return out, [f"Prometheus: {w}" for w in body.get("warnings", [])]

@@ -5,6 +5,7 @@ Redaction happens once, when evidence text is captured, so no renderer can leak 
 """
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from typing import Any, Callable, Mapping
 
@@ -12,31 +13,118 @@ import re
 
 MASK = "***"
 
-# (kind, pattern). The group named `secret` is what gets masked; the rest of the match stays.
-_PATTERNS: tuple[tuple[str, Any], ...] = (
-    ("url_password", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@'\"]+:(?P<secret>[^@\s/'\"]+)@")),
+# A secret is found by its name (an assignment, a flag, a header) or by its shape (a vendor's token
+# format, URL credentials, a PEM block). Each rule yields (kind, start, end) spans to mask; every
+# pattern here is linear in the line (a hostile line must not make redaction the slow step).
+_QUOTED = r"""'(?:[^'\\\n]|\\.){0,8192}'|"(?:[^"\\\n]|\\.){0,8192}\""""   # bounded: one unclosed quote
+                                                                        # per name must not scan the line each time
+# Names that hold secrets: *PASSWORD*/*PASSWD* anywhere; *_KEY, *_TOKEN, *_SECRET, *_PASS, *_PWD,
+# *_CREDENTIALS, *_AUTH as the last word (VLLM_API_KEY, GITHUB_TOKEN, SECRET_KEY, REDIS_PASS), any case.
+_SECRET_NAME = (r"(?:[\w.-]*?passw(?:or)?d[\w.-]*"
+                r"|(?:[\w.-]*?[_.-])?(?:api[_-]?key|apikey|key|token|secret|pass|pwd|credentials?|auth))(?![\w.-])")
+_ESCAPED_QUOTES = r"""\\'(?:[^'\\\n]|\\[^']){0,8192}\\'|\\"(?:[^"\\\n]|\\[^"]){0,8192}\\\""""  # \"...\"
+_VALUE = rf"(?P<value>\[[^\[\]\n]{{0,8192}}\]|{_QUOTED}|{_ESCAPED_QUOTES}|['\"]?[^\s'\",;)\]}}]+)"
+_ASSIGNED = re.compile(rf"(?i)(?<![\w.-])(?P<name>{_SECRET_NAME})(?:\\?['\"])?\s*[=:]\s*{_VALUE}")
+_FLAG = re.compile(rf"(?i)(?<![\w-])--(?P<name>{_SECRET_NAME})(?:=|\s+)(?!-)(?P<value>{_QUOTED}|[^\s'\",;)\]}}]+)")
+_ELEMENT = re.compile(rf"{_QUOTED}|[^\s,\[\]'\"]+")
+_NOT_SECRET = frozenset({"none", "null", "true", "false", "", "***", "'***'", '"***"', "<redacted>", "[redacted]"})
+
+_AUTHORIZATION = re.compile(
+    r"(?i)(?<![\w-])(?:proxy-)?authorization['\"]?\s*[=:]\s*(?:(?P<q>['\"])|(?!['\"]))"
+    r"(?:(?:basic|bearer|token|digest|negotiate|ntlm|hoba|mutual|aws4-hmac-sha256|apikey|sso-key)\s+)?"
+    r"(?P<secret>(?(q)(?:[^'\"\\\n]|\\.)+|[^\n]+))")
+_PEM = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?P<secret>(?:(?!-----END ).)+)", re.S)
+_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:'\"]*:(?P<secret>[^\s/@'\"]+)@")
+_URL_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[A-Za-z0-9_-]{20,})@")
+_BARE_USER_PASSWORD = re.compile(   # admin:hunter2@db.internal:5432, user:pw@host/model (no scheme)
+    r"(?<![\w/:.@+-])[\w.+-]+:(?P<secret>[^\s/@:'\"]+)@(?=[\w-]+(?:\.[\w-]+)*(?:[:/\s'\",;)}\]]|$))")
+_URL_PARAM = re.compile(
+    r"(?i)[?&;][\w.-]*?(?:token|key|secret|passw|pass|pwd|sig|signature|credential|auth|hf)[\w.-]*="
+    r"(?P<secret>[^&\s'\"#<>]+)")
+
+# (kind, pattern): shapes vendors issue, wherever they stand.
+_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bearer_token", re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})")),
-    ("api_key", re.compile(
-        r"(?i)(?:\bapi[_-]?key\b|--api-key)['\"]?\s*(?:=|:|\s)\s*\[?\s*['\"]?(?P<secret>(?!\*\*\*|None\b)[^'\"\s,)\]}]{4,})")),
-    ("hf_token", re.compile(
-        r"(?i)(?:\bhf_token\b|\bHUGGING_FACE_HUB_TOKEN\b|\bHF_TOKEN\b)['\"]?\s*(?:=|:)\s*['\"]?(?P<secret>(?!\*\*\*|None\b|True\b|False\b)[^'\"\s,)}]{4,})")),
-    ("hf_token", re.compile(r"\b(?P<secret>hf_[A-Za-z0-9]{20,})\b")),
-    ("openai_key", re.compile(r"\b(?P<secret>sk-[A-Za-z0-9_-]{16,})")),
-    ("aws_key", re.compile(r"\b(?P<secret>(?:AKIA|ASIA)[0-9A-Z]{16})\b")),
-    ("aws_key", re.compile(r"(?i)\baws_secret_access_key\b['\"]?\s*(?:=|:)\s*['\"]?(?P<secret>[A-Za-z0-9/+=]{20,})")),
-    ("password", re.compile(
-        r"(?i)\b(?:password|passwd|secret|access_token|auth_token|token)\b['\"]?\s*(?:=|:)\s*['\"]?(?P<secret>(?!\*\*\*|None\b|True\b|False\b)[^'\"\s,)}]{4,})")),
+    ("hf_token", re.compile(r"(?<![A-Za-z0-9_])(?P<secret>hf_(?=[a-z]*[A-Z0-9])[A-Za-z0-9]{8,})(?![A-Za-z0-9_])")),
+    ("openai_key", re.compile(r"(?<![\w-])(?P<secret>sk-[A-Za-z0-9_-]{12,})")),
+    ("github_token", re.compile(
+        r"(?<![A-Za-z0-9_])(?P<secret>gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("gitlab_token", re.compile(r"(?<![A-Za-z0-9_])(?P<secret>glpat-[A-Za-z0-9_-]{16,})")),
+    ("slack_token", re.compile(r"(?<![A-Za-z0-9_])(?P<secret>xox[abposre]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,})")),
+    ("google_api_key", re.compile(r"(?<![A-Za-z0-9_])(?P<secret>AIza[0-9A-Za-z_-]{30,})")),
+    ("aws_key", re.compile(r"(?<![A-Z0-9])(?P<secret>(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|ABIA|ACCA)"
+                           r"[A-Z0-9]{16})(?![A-Z0-9])")),
+    ("jwt", re.compile(r"(?<![\w-])(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]{2,})")),
 )
-# Every pattern above needs one of these; most log lines have none, and skip the nine searches.
-# Searched in the lower-cased line: case-insensitive matching would make it four times slower.
-_QUICK = re.compile(r"(?:key|token|passw|passwd|secret)['\"]?\s*[=:]|--api-key|hf_[a-z0-9]{8}|sk-[a-z0-9_-]{8}"
-                    r"|bearer\s|://[^\s/@]+:[^\s/@]*@|akia|asia")
+# Every rule needs one of these in the lower-cased line; most log lines have none and skip the rest.
+_QUICK = re.compile(r"key|token|secret|pass|pwd|credential|auth|sig|hf|://|@|sk-|gh[pousr]_|github_pat|glpat|xox|xapp"
+                    r"|aiza|akia|asia|agpa|aida|aroa|aipa|anpa|anva|apka|abia|acca|eyj|private key")
+
+
+def _name_kind(name: str) -> str:
+    """What an assigned secret is called in the counts, from its name."""
+    name = name.lower().lstrip("-").replace("-", "_")
+    if "hugging_face" in name or name.startswith("hf_") and name.endswith("token"):
+        return "hf_token"
+    if "aws" in name:
+        return "aws_key"
+    if "api_key" in name or "apikey" in name:
+        return "api_key"
+    if "pass" in name or name.endswith("pwd"):
+        return "password"
+    if name.endswith("token"):
+        return "token"
+    return "secret"
+
+
+def _value_spans(m: re.Match[str]) -> list[tuple[int, int]]:
+    """Where to mask an assigned value: inside its quotes, or every element of a list."""
+    value, start = m["value"], m.start("value")
+    if value.startswith("["):
+        spans = [(start + e.start(), start + e.end()) for e in _ELEMENT.finditer(value, 1, len(value) - 1)]
+    else:
+        spans = [(start, start + len(value))]
+    out = []
+    for a, b in spans:
+        if b - a >= 4 and value[a - start] == "\\" and value[a - start + 1] in "'\"":
+            a, b = a + 2, b - 2
+        elif b - a >= 2 and value[a - start] in "'\"" and value[b - start - 1] == value[a - start]:
+            a, b = a + 1, b - 1
+        found = m.string[a:b].strip()
+        if found.lower() in _NOT_SECRET or found.startswith(MASK) or found == m["name"].lstrip("-"):
+            continue      # nothing, masked already, or code passing a variable on (token=token)
+        if found.isdigit() and len(found) < 8 and _name_kind(m["name"]) != "password":
+            continue      # a count (max_prompt_adapter_token=0), not a credential
+        out.append((a, b))
+    return out
+
+
+def _secret_spans(text: str) -> list[tuple[str, int, int]]:
+    """Every secret in `text` as (kind, start, end); later rules may overlap earlier ones (the first wins)."""
+    spans: list[tuple[str, int, int]] = []
+    for m in _PEM.finditer(text):
+        spans.append(("private_key", *m.span("secret")))
+    for kind, pattern in _SHAPES[:1]:
+        spans.extend((kind, *m.span("secret")) for m in pattern.finditer(text))
+    for m in _AUTHORIZATION.finditer(text):
+        spans.append(("authorization", *m.span("secret")))
+    for pattern in (_URL_PASSWORD, _URL_TOKEN_USER, _BARE_USER_PASSWORD):
+        spans.extend(("url_password", *m.span("secret")) for m in pattern.finditer(text))
+    for m in _URL_PARAM.finditer(text):
+        spans.append(("url_param", *m.span("secret")))
+    for pattern in (_ASSIGNED, _FLAG):
+        for m in pattern.finditer(text):
+            kind = _name_kind(m["name"])
+            spans.extend((kind, a, b) for a, b in _value_spans(m))
+    for kind, pattern in _SHAPES[1:]:
+        spans.extend((kind, *m.span("secret")) for m in pattern.finditer(text))
+    return spans
 
 
 # Prompt and completion text in request logging, dumps and request errors (--redact-prompts).
 _PROMPTS = (
     ("prompt", re.compile(r"""(?:\bprompt|'prompt'|"prompt"|\boutput|'content'|"content")\s*[:=]\s*(?P<q>['"])(?P<secret>(?:\\.|(?!(?P=q)).)*)(?P=q)""")),
-    ("prompt", re.compile(r"\bprompt(?:_token)?_ids\s*[:=]\s*\[(?P<secret>[^\]]*)\]")),
+    ("prompt", re.compile(r"\bprompt(?:_token)?_ids\s*[:=]\s*\[(?P<secret>[^\[\]]*)\]")),   # stops at a [: linear
 )
 _QUICK_PROMPT = re.compile(r"(?i)prompt|output|content")
 
@@ -52,24 +140,23 @@ class Redactor:
 
     def redact_mapped(self, text: str) -> tuple[str, Callable[[int], int]]:
         """Redact `text`; also return a function mapping offsets in `text` to offsets in the result."""
-        patterns: list[tuple[str, re.Pattern[str]]] = []
+        found: list[tuple[str, int, int]] = []
         if self.enabled and _QUICK.search(text.lower()):
-            patterns.extend(_PATTERNS)
+            found.extend(_secret_spans(text))
         if self.prompts and _QUICK_PROMPT.search(text):
-            patterns.extend(_PROMPTS)
-        if not patterns:
+            found.extend((kind, *m.span("secret")) for kind, pattern in _PROMPTS for m in pattern.finditer(text))
+        if not found:
             return text, _same
-        cuts: list[tuple[int, int]] = []
-        for kind, pattern in patterns:
-            for m in pattern.finditer(text):
-                start, end = m.span("secret")
-                if any(s < end and start < e for s, e in cuts):
-                    continue
-                cuts.append((start, end))
-                self.counts[kind] += 1
+        cuts: list[tuple[int, int]] = []        # sorted, never overlapping: the first rule to find a span wins
+        for kind, start, end in found:
+            at = bisect.bisect_left(cuts, (start, end))
+            if start >= end or text[start:end] == MASK or (at and cuts[at - 1][1] > start) \
+                    or (at < len(cuts) and cuts[at][0] < end):
+                continue
+            cuts.insert(at, (start, end))
+            self.counts[kind] += 1
         if not cuts:
             return text, lambda pos: pos
-        cuts.sort()
         out, shifts, last = [], [], 0
         for start, end in cuts:
             out.append(text[last:start])

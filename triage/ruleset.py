@@ -120,6 +120,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise RuleError(str(path), "(file)", f"not valid TOML: {exc}", "check quotes and brackets") from None
+    except RecursionError:
+        raise RuleError(str(path), "(file)", "nested too deeply to read", "a rule file is flat tables") from None
     except UnicodeDecodeError:
         raise RuleError(str(path), "(file)", "not UTF-8 text", "save the rule file as UTF-8") from None
 

@@ -12,7 +12,7 @@ import requests
 
 from .errors import InputError
 from .httpget import HttpOptions, display_url, get
-from .metricparse import MetricSample, Snapshot, parse_exposition
+from .metricparse import MetricSample, Snapshot, TooManySeries, parse_exposition
 
 WHAT = "a vLLM /metrics endpoint (vLLM serves it on its API port: http://HOST:8000/metrics)"
 Progress = Callable[[int, int, float], None]      # (samples taken, samples wanted, seconds to the next)
@@ -21,7 +21,7 @@ Progress = Callable[[int, int, float], None]      # (samples taken, samples want
 def read_exposition(response: requests.Response, shown: str) -> str:
     """The body as Prometheus text, or an InputError when it is an HTML page, JSON or empty."""
     kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-    body = response.text
+    body = response.content.decode("utf-8", "replace")    # the format is UTF-8; no guessing over megabytes
     head = body.lstrip()[:200].lower()
     if kind == "text/html" or head.startswith(("<!doctype", "<html", "<")):
         raise InputError(shown, "answered with an HTML page, not Prometheus metrics",
@@ -45,6 +45,8 @@ def scrape_once(urls: Sequence[str], options: HttpOptions, index: int, session: 
         body = read_exposition(get(url, options, WHAT, session=session), shown)
         try:
             samples.extend(parse_exposition(body, f"{shown} #{index + 1}", label_sets=label_sets))
+        except TooManySeries as exc:
+            raise InputError(shown, f"answered with an exposition that {exc.what}", exc.hint) from None
         except InputError as exc:
             raise InputError(shown, f"answered with something that is not Prometheus metrics ({exc.where}: {exc.what})",
                              f"point at {WHAT}") from None

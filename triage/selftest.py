@@ -48,6 +48,8 @@ def load_manifest(directory: Path) -> list[Mapping[str, Any]]:
         raise InputError(str(path), "no manifest", "a fixtures directory holds manifest.toml and logs/") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(str(path), f"not valid TOML: {exc}", "check quotes and brackets") from None
+    except RecursionError:
+        raise InputError(str(path), "nested too deeply to read", "a manifest is [[fixture]] tables") from None
     entries = raw.get("fixture")
     if not isinstance(entries, list) or not entries:
         raise InputError(str(path), "no [[fixture]] entries", 'each has file = "GEN/NAME.log" and verdict = "..."')

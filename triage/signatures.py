@@ -7,9 +7,10 @@ A signature may also say which startup phase its line belongs to, or that it sta
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -25,18 +26,35 @@ from .errors import RuleError
 from .model import PHASES
 from .scan import bulk_pattern
 
-MATCH_TIMEOUT_S = 0.25      # a pathological user regex must not hang the tool
+MATCH_TIMEOUT_S = 0.25      # a pathological user regex must not hang the tool: each search gets this long
+SLOW_BUDGET_S = 5.0         # per input: once timeouts have cost this much, patterns that timed out are skipped
 
 _SIZE_UNITS = {"bytes": 1 / 2**30, "b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 2**10, "gib": 1.0, "tib": 1024.0,
                "kb": 1 / 2**20, "mb": 1 / 2**10, "gb": 1.0}
 
 
+# Every figure is range-checked where it enters: a mangled or hostile number is unknown (ValueError),
+# never an infinity, a NaN or a 400-digit integer for the arithmetic downstream.
+MAX_COUNT = 10**15          # tokens, blocks, requests, preemptions: far above anything real
+MAX_GIB = 1e7               # ten PiB
+MAX_RATIO = 1e4             # a percentage of 1,000,000 %
+
+
+def _checked(value: float, limit: float) -> float:
+    if not math.isfinite(value) or abs(value) > limit:
+        raise ValueError(f"{value!r} is out of range")
+    return value
+
+
 def _to_int(text: str) -> int:
-    return int(text.replace(",", "").replace("_", ""))
+    digits = text.replace(",", "").replace("_", "").strip()
+    if len(digits.lstrip("+-")) > 16:            # int() of 5,000 digits is slow and always out of range
+        raise ValueError("too many digits")
+    return int(_checked(int(digits), MAX_COUNT))
 
 
 def _to_float(text: str) -> float:
-    return float(text.replace(",", ""))
+    return _checked(float(text.replace(",", "")), MAX_COUNT)
 
 
 def _to_size_gib(text: str) -> float:
@@ -45,11 +63,11 @@ def _to_size_gib(text: str) -> float:
     unit = unit.strip().lower() or "gib"
     if unit not in _SIZE_UNITS:
         raise ValueError(f"unknown size unit {unit!r}")
-    return float(number.replace(",", "")) * _SIZE_UNITS[unit]
+    return _checked(_checked(float(number.replace(",", "")), MAX_COUNT * 2**30) * _SIZE_UNITS[unit], MAX_GIB)
 
 
 def _to_percent(text: str) -> float:
-    return float(text.rstrip("%").replace(",", "")) / 100.0
+    return _checked(float(text.rstrip("%").replace(",", "")) / 100.0, MAX_RATIO)
 
 
 def _to_bool(text: str) -> bool:
@@ -93,11 +111,14 @@ class Signature:
     origin: str                       # file it came from, for messages
     plan: tuple[tuple[str, Callable[[str], Any], bool], ...] = ()   # (field, converter, collects every capture)
 
-    def extract(self, message: str) -> tuple[dict[str, Any], tuple[int, int]] | None:
-        """Search `message`; return typed fields and the matched span, or None."""
+    def extract(self, message: str, budget: MatchBudget | None = None) -> tuple[dict[str, Any], tuple[int, int]] | None:
+        """Search `message`; return typed fields and the matched span, or None (a search that takes
+        longer than MATCH_TIMEOUT_S is given up and charged to `budget`)."""
         try:
             m = self.pattern.search(message, timeout=MATCH_TIMEOUT_S)
         except TimeoutError:
+            if budget is not None:
+                budget.timed_out(self.id)
             return None
         if m is None:
             return None
@@ -120,6 +141,40 @@ class Signature:
             except (ValueError, OverflowError):
                 continue  # a mangled number is unknown, not zero
         return out
+
+
+@dataclass
+class MatchBudget:
+    """What slow patterns may cost one input: each search has MATCH_TIMEOUT_S; once timeouts have
+    taken SLOW_BUDGET_S in all, the patterns that timed out are no longer tried on it. The lines a
+    slow pattern was given up on, or skipped for, are counted for a warning."""
+
+    left_s: float = SLOW_BUDGET_S
+    slow: set[str] = field(default_factory=set)       # ids of the signatures that timed out
+    lines_skipped: int = 0
+    _line_slow: bool = False
+
+    def timed_out(self, signature_id: str) -> None:
+        self.left_s -= MATCH_TIMEOUT_S
+        self.slow.add(signature_id)
+        self._line_slow = True
+
+    def skips(self, signature_id: str) -> bool:
+        if self.left_s <= 0 and signature_id in self.slow:
+            self._line_slow = True
+            return True
+        return False
+
+    def end_line(self) -> None:
+        if self._line_slow:
+            self.lines_skipped += 1
+            self._line_slow = False
+
+    def warning(self, name: str) -> str | None:
+        if not self.lines_skipped:
+            return None
+        return (f"{name}: {self.lines_skipped:,} line(s) skipped: pattern too slow (signature "
+                f"{', '.join(sorted(self.slow))}; each search is given {MATCH_TIMEOUT_S:g} s)")
 
 
 class SignatureSet:
@@ -166,8 +221,9 @@ class SignatureSet:
             found.update([b for a in tuple(found) for b in self._overlapping[a] if b in message])
         return found
 
-    def match(self, message: str) -> list[tuple[Signature, dict[str, Any], tuple[int, int]]]:
-        """Every signature that matches `message`, in file order."""
+    def match(self, message: str, budget: MatchBudget | None = None
+              ) -> list[tuple[Signature, dict[str, Any], tuple[int, int]]]:
+        """Every signature that matches `message`, in file order (slow ones within `budget`)."""
         found = self.anchors_in(message)
         if not found:
             return []
@@ -182,9 +238,13 @@ class SignatureSet:
         hits = []
         for anchor in found:
             for sig in self._by_anchor[anchor]:
-                got = sig.extract(message)
+                if budget is not None and budget.skips(sig.id):
+                    continue
+                got = sig.extract(message, budget)
                 if got is not None:
                     hits.append((sig, got[0], got[1]))
+        if budget is not None:
+            budget.end_line()
         if len(hits) > 1:
             specific = [h for h in hits if not h[0].catch_all]
             if specific:
@@ -266,6 +326,102 @@ def _escaped(anchor: str) -> bytes:
     return anchor.replace("\\", "\\\\").replace('"', '\\"').encode()
 
 
+def nested_quantifier(pattern: str) -> bool:
+    """Does `pattern` repeat a group that can split a string in many ways, like `(a+)+`, `(\\w+\\s?)*`
+    or `(x|xx)+`? Such a pattern can take exponential time on a line it almost matches. A heuristic
+    over Python's regex parser: a repeated group whose every fixed character could also be taken by a
+    part of it that varies in length, or whose alternatives can start with the same character.
+    Patterns the stdlib parser cannot read (`regex`-only syntax) are not judged."""
+    try:
+        from re import _constants as sc, _parser as sp  # type: ignore[attr-defined]
+        tree = sp.parse(pattern)
+    except Exception:          # `regex`-only syntax: not judged
+        return False
+    repeat_ops = {sc.MAX_REPEAT, sc.MIN_REPEAT, getattr(sc, "POSSESSIVE_REPEAT", sc.MAX_REPEAT)}
+
+    categories: dict[Any, Callable[[str], bool]] = {
+        sc.CATEGORY_DIGIT: str.isdigit, sc.CATEGORY_SPACE: str.isspace,
+        sc.CATEGORY_WORD: lambda ch: ch.isalnum() or ch == "_",
+    }
+
+    def negated(test: Callable[[str], bool]) -> Callable[[str], bool]:
+        return lambda ch: not test(ch)
+
+    for positive, negative in ((sc.CATEGORY_DIGIT, sc.CATEGORY_NOT_DIGIT), (sc.CATEGORY_SPACE, sc.CATEGORY_NOT_SPACE),
+                               (sc.CATEGORY_WORD, sc.CATEGORY_NOT_WORD)):
+        categories[negative] = negated(categories[positive])
+
+    def takes(op: Any, av: Any, ch: str) -> bool:
+        """Can this one-character item take `ch`? (unknown items: assume it can)"""
+        if op is sc.LITERAL:
+            return ord(ch) == av
+        if op is sc.NOT_LITERAL:
+            return ord(ch) != av
+        if op is sc.ANY:
+            return ch != "\n"
+        if op is sc.CATEGORY:
+            return categories.get(av, lambda c: True)(ch)
+        if op is sc.IN:
+            negate = any(o is sc.NEGATE for o, _ in av)
+            hit = any(ord(ch) == v if o is sc.LITERAL else v[0] <= ord(ch) <= v[1] if o is sc.RANGE
+                      else categories.get(v, lambda c: True)(ch) if o is sc.CATEGORY else False
+                      for o, v in av if o is not sc.NEGATE)
+            return hit != negate
+        return True
+
+    def first(items: Any) -> Any:
+        item = items[0]
+        while item[0] is sc.SUBPATTERN and item[1][-1]:
+            item = item[1][-1][0]
+        return item
+
+    def inner_repeats(items) -> list:  # type: ignore[no-untyped-def]
+        """The parts of a group that match a varying number of characters: x+, x*, x?, (|x)."""
+        out = []
+        for op, av in items:
+            if op in repeat_ops and av[0] < av[1]:
+                out.append(av[2])
+            elif op is sc.BRANCH and any(not b for b in av[1]):
+                out.extend(b for b in av[1] if b)
+            elif op is sc.SUBPATTERN:
+                out.extend(inner_repeats(av[-1]))
+        return out
+
+    def ambiguous(body) -> bool:  # type: ignore[no-untyped-def]
+        while len(body) == 1 and body[0][0] is sc.SUBPATTERN:
+            body = list(body[0][1][-1])
+        branches = body[0][1][1] if len(body) == 1 and body[0][0] is sc.BRANCH else [body]
+        starts = [first(b) for b in branches if b]
+        if any(op is sc.LITERAL and any(takes(o, v, chr(av)) for o, v in starts[:i] + starts[i + 1:])
+               for i, (op, av) in enumerate(starts)):
+            return True           # (x|xy)+: two branches can take the same first character
+        for branch in branches:
+            inner = inner_repeats(branch)
+            if not inner:
+                continue
+            separators = [chr(av) for op, av in branch if op is sc.LITERAL]
+            if not any(all(not takes(first(b)[0], first(b)[1], ch) for b in inner) for ch in separators):
+                return True
+        return False
+
+    def walk(items) -> bool:  # type: ignore[no-untyped-def]
+        for op, av in items:
+            if op in repeat_ops:
+                _, hi, body = av
+                if (hi == sc.MAXREPEAT or hi > 16) and ambiguous(list(body)):
+                    return True
+                if walk(body):
+                    return True
+            elif op is sc.SUBPATTERN and walk(av[-1]):
+                return True
+            elif op is sc.BRANCH and any(walk(b) for b in av[1]):
+                return True
+            elif op in (sc.ASSERT, sc.ASSERT_NOT) and walk(av[1]):
+                return True
+        return False
+    return walk(tree)
+
+
 def default_signature_dir() -> Path:
     return Path(str(resources.files("triage.rules_data") / "signatures"))
 
@@ -304,6 +460,8 @@ def _load_file(path: Path) -> list[Signature]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise RuleError(str(path), "(file)", f"not valid TOML: {exc}", "check quoting; regexes go in '''literal''' strings") from None
+    except RecursionError:
+        raise RuleError(str(path), "(file)", "nested too deeply to read", "a signature file is [[signature]] tables") from None
     unknown = set(data) - {"signature"}
     if unknown:
         raise RuleError(str(path), sorted(unknown)[0], "unknown top-level key", "a signature file holds [[signature]] tables only")

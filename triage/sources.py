@@ -2,12 +2,14 @@
 
 Everything past this module sees only `(line_number, text)`; files, stdin and compression stop here.
 Lines are streamed, never read whole, and an absurdly long line is cut rather than held in memory.
+Each input is opened once and sniffed from the same stream, so a pipe, a FIFO or `<(cmd)` reads like
+a file. Decompression is done here in small steps, so a cut archive keeps every line before the cut.
 """
 from __future__ import annotations
 
 import bz2
+import codecs
 import collections
-import gzip
 import io
 import itertools
 import lzma
@@ -19,12 +21,15 @@ import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from .errors import InputError
 from .scan import split_block
 
 MAX_LINE_BYTES = 1 << 20          # a longer physical line is cut here; the rest is skipped
+MAX_LINES = 100_000_000           # lines read per input (a 1 GiB vLLM log has about 3 million)
+MAX_RATIO = 200                   # decompressed / compressed bytes beyond which a stream is a bomb ...
+RATIO_FLOOR = 64 << 20            # ... once it has given this much (real logs compress 5-50x)
 _SNIFF_BYTES = 64 * 1024
 _MAGIC = (
     (b"\x1f\x8b", "gzip"),
@@ -46,6 +51,9 @@ class LogInput:
     bulk_lines: list[int] = field(default_factory=list)   # lines set aside per bulk key (see scan)
     cut_lines: int = 0            # lines longer than MAX_LINE_BYTES, cut
     progress: Callable[[int], None] | None = None   # told the bytes read so far (a tty progress bar)
+    stream: BinaryIO | None = None   # opened by open_log and read from there: never opened twice
+    damage: str | None = None        # how a compressed stream ended badly (a warning once it is read)
+    damage_cuts: bool = False        # ... and whether the lines after that point are lost
 
 
 def open_log(path: str) -> LogInput:
@@ -65,10 +73,50 @@ def open_log(path: str) -> LogInput:
     if not os.access(path, os.R_OK):
         raise InputError(path, "permission denied", "run as a user who can read it, or copy it")
     inp = LogInput(name=path, path=path, size=st.st_size if stat.S_ISREG(st.st_mode) else None)
-    with open(path, "rb") as raw:
-        head = raw.read(8)
+    try:
+        handle = open(path, "rb")      # a FIFO waits here for its writer, as `cat` would
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {(exc.strerror or str(exc)).lower()}") from None
+    inp.stream, head = _with_head(handle)
     inp.compression = _compression_of(head)
     return inp
+
+
+def _with_head(raw: BinaryIO) -> tuple[BinaryIO, bytes]:
+    """The stream's first bytes, and the stream as it was before they were read (a pipe cannot seek)."""
+    head = b""
+    while len(head) < 8:
+        more = raw.read(8 - len(head))
+        if not more:
+            break
+        head += more
+    return io.BufferedReader(_Replay(head, raw), BLOCK_BYTES), head  # type: ignore[arg-type]
+
+
+class _Replay(io.RawIOBase):
+    """`head`, then the rest of `raw`: the bytes read to sniff a stream are given back, not lost."""
+
+    def __init__(self, head: bytes, raw: BinaryIO) -> None:
+        self.head, self.raw = head, raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        if hasattr(self.raw, "readinto"):       # straight into the caller's buffer: no copy of a 4 MiB block
+            return self.raw.readinto(buffer) or 0
+        data = self.raw.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if self.raw is not sys.stdin.buffer:
+            self.raw.close()
+        super().close()
 
 
 def _compression_of(head: bytes) -> str | None:
@@ -79,21 +127,120 @@ def _compression_of(head: bytes) -> str | None:
 
 
 def _open_binary(inp: LogInput) -> BinaryIO:
-    raw: BinaryIO
-    if inp.path is None:
-        raw = sys.stdin.buffer
-        if not hasattr(raw, "peek"):
-            raw = io.BufferedReader(raw)  # type: ignore[arg-type]
-        inp.compression = _compression_of(raw.peek(8)[:8])
-    else:
-        raw = open(inp.path, "rb")
-    if inp.compression == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    if inp.compression == "bzip2":
-        return bz2.BZ2File(raw, mode="rb")  # type: ignore[return-value]
-    if inp.compression == "xz":
-        return lzma.LZMAFile(raw, mode="rb")  # type: ignore[return-value]
-    return raw
+    """The input's bytes as they are on disk or in the pipe, opened once."""
+    if inp.stream is None:
+        raw: BinaryIO = sys.stdin.buffer if inp.path is None else open(inp.path, "rb")
+        inp.stream, head = _with_head(raw)
+        if inp.compression is None:
+            inp.compression = _compression_of(head)
+    return inp.stream
+
+
+_DECODERS: dict[str, tuple[Callable[[], Any], bytes]] = {
+    "gzip": (lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), b"\x1f\x8b"),
+    "bzip2": (bz2.BZ2Decompressor, b"BZh"),
+    "xz": (lzma.LZMADecompressor, b"\xfd7zXZ\x00"),
+}
+
+
+def _decompressed(raw: BinaryIO, inp: LogInput) -> Iterator[bytes]:
+    """Decompress in small steps, keeping every byte decoded before a cut or a corrupt block.
+
+    Several members (or streams) one after the other are read as one, as zcat does; bytes after the
+    last one that start no member are trailing garbage, ignored with a warning. A stream that gives
+    more than MAX_RATIO times its size (past RATIO_FLOOR) is a decompression bomb: reading stops there.
+    Input goes to the decoder FEED_BYTES at a time, so a corrupt block loses the output of that little.
+    """
+    kind = inp.compression or ""
+    make, magic = _DECODERS[kind]
+    decoder: Any = make()
+    taken = given = 0
+    data = b""
+    while True:
+        if not data:
+            data = raw.read(COMPRESSED_READ_BYTES)
+            taken += len(data)
+            if not data:
+                if decoder is not None:
+                    _damaged(inp, f"the {kind} stream ends early, cut short at byte {taken:,}", cuts=True)
+                return
+        if decoder is None:                 # between members: another one, or the end of the data
+            if len(data) < len(magic) and magic.startswith(data):
+                more = raw.read(COMPRESSED_READ_BYTES)
+                taken += len(more)
+                if more:
+                    data += more
+                    continue
+            if not data.startswith(magic):
+                if data.strip(b"\x00") or raw.read(1 << 20).strip(b"\x00"):
+                    _damaged(inp, f"the bytes after the {kind} data (from byte {taken - len(data):,}) are not "
+                                  f"{kind}: ignored, as zcat does", cuts=False)
+                return
+            decoder = make()
+        while data and decoder is not None:
+            piece, data = data[:FEED_BYTES], data[FEED_BYTES:]
+            try:
+                for out in _feed(decoder, piece):
+                    given += len(out)
+                    if given > RATIO_FLOOR and given > MAX_RATIO * taken:
+                        _damaged(inp, f"the {kind} stream expands over {MAX_RATIO}x (a decompression bomb?): "
+                                      f"stopped after {given >> 20:,} MiB", cuts=True)
+                        return
+                    yield out
+            except (zlib.error, OSError, EOFError, lzma.LZMAError) as exc:
+                at = taken - len(data) - len(piece)
+                _damaged(inp, f"the {kind} stream ends early, corrupt near byte {at:,} ({exc})", cuts=True)
+                return
+            if decoder.eof:                 # this member is complete; what follows it comes next
+                data, decoder = decoder.unused_data + data, None
+
+
+def _damaged(inp: LogInput, what: str, cuts: bool) -> None:
+    inp.damage, inp.damage_cuts = what, cuts
+
+
+def _feed(decoder: Any, data: bytes) -> Iterator[bytes]:
+    """All the output of `data`, in pieces of at most COMPRESSED_READ_BYTES x 64 (a bomb stays small)."""
+    step = COMPRESSED_READ_BYTES * 64
+    if hasattr(decoder, "unconsumed_tail"):       # zlib: a full piece may leave output inside the decoder
+        while not decoder.eof:
+            out = decoder.decompress(data, step)
+            data = decoder.unconsumed_tail
+            yield out
+            if not data and len(out) < step:
+                return
+        return
+    yield decoder.decompress(data, step)
+    while not decoder.eof and not decoder.needs_input:
+        yield decoder.decompress(b"", step)
+
+
+def _text_bytes(chunks: Iterator[bytes], inp: LogInput) -> tuple[Iterator[bytes], bool]:
+    """The decoded stream as UTF-8, and whether it was transcoded: a UTF-16 log with its BOM
+    (PowerShell's `>`) is, a UTF-8 BOM is dropped. The first 64 KiB are checked for a binary file
+    (or a compressed one that gives nothing) before anything is yielded."""
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        if len(head) >= _SNIFF_BYTES:
+            break
+    if not head and inp.damage and inp.damage_cuts:
+        raise InputError(inp.name, f"nothing could be read: {inp.damage}",
+                         "check the file is complete (a bzip2 block cut short is lost whole), or decompress it yourself")
+    rest: Iterator[bytes] = itertools.chain([head], chunks)
+    transcoded = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+    if transcoded:
+        decoder = codecs.getincrementaldecoder("utf-16")("replace")
+        rest = (decoder.decode(chunk, final=not chunk).encode("utf-8") for chunk in itertools.chain(rest, [b""]))
+        head = next(rest, b"")
+        rest = itertools.chain([head], rest)
+    elif head.startswith(codecs.BOM_UTF8):
+        head = head[3:]
+        rest = itertools.chain([head], chunks)
+    if _looks_binary(head[:_SNIFF_BYTES]):
+        raise InputError(inp.name, "looks like a binary file, not a text log",
+                         "pass the log text (e.g. kubectl logs POD > log.txt); .gz/.bz2/.xz are read directly")
+    return rest, transcoded
 
 
 def _looks_binary(sample: bytes) -> bool:
@@ -109,12 +256,12 @@ def _looks_binary(sample: bytes) -> bool:
 
 BLOCK_BYTES = 4 << 20
 COMPRESSED_READ_BYTES = 64 << 10
+FEED_BYTES = 4 << 10              # compressed bytes given to the decoder at a time
 PIECE_BYTES = 2 << 20             # one worker's share of a large file at a time
 WORKERS = 2
 IN_FLIGHT = 2 * WORKERS           # pieces handed out ahead of the parser
 PARALLEL_MIN_BYTES = 64 << 20     # below this, a second process costs more than it saves
 DECIDE_AFTER_LINES = 4_000        # lines read before judging whether the workers set enough aside
-_DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
 
 def iter_lines(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = ()) -> Iterator[tuple[int, str]]:
@@ -122,63 +269,56 @@ def iter_lines(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = ()) -> Itera
     counted into `inp.bulk_lines`; `inp.lines_read` holds the total once the input is read.
 
     Lines are decoded as UTF-8 with replacement; newlines, a CRLF's `\r` and NUL bytes are dropped;
-    a line over MAX_LINE_BYTES is cut. A truncated compressed stream yields what it held and warns.
+    a line over MAX_LINE_BYTES is cut; reading stops after MAX_LINES. A compressed stream that is cut
+    or corrupt yields every line before the damage and warns where it was.
     A large plain file is split between two worker processes.
     """
-    stream = _open_binary(inp)
+    raw = _open_binary(inp)
     try:
-        _refuse_binary(stream, inp)
         inp.bulk_lines = [0] * len(bulk)
+        chunks = _decompressed(raw, inp) if inp.compression else iter(lambda: raw.read(BLOCK_BYTES), b"")
+        text, transcoded = _text_bytes(chunks, inp)
         if inp.path is not None and inp.compression is None and (inp.size or 0) >= PARALLEL_MIN_BYTES \
-                and (os.cpu_count() or 1) > 1:
+                and (os.cpu_count() or 1) > 1 and not transcoded:
             yield from _split_in_parallel(inp, bulk)
         else:
             number = 0
-            for block in _blocks(stream, inp):
+            for block in _blocks(text, inp):
                 rest, count, tally = split_block(block, bulk, number + 1)
-                for line_no, raw in rest:
-                    yield line_no, _decode(raw, inp)
+                for line_no, line in rest:
+                    if line_no > MAX_LINES:
+                        break
+                    yield line_no, _decode(line, inp)
                 number += count
                 inp.bulk_lines = [a + b for a, b in zip(inp.bulk_lines, tally)]
+                if number > MAX_LINES:
+                    number = MAX_LINES
+                    _warn_too_many(inp)
+                    break
             inp.lines_read = number
     finally:
         _warn_cut(inp)
-        if inp.path is not None:
-            stream.close()
+        if inp.damage:
+            lost = f"; diagnosed the {inp.lines_read:,} line(s) before it" if inp.damage_cuts else ""
+            inp.warnings.append(f"{inp.name}: {inp.damage}{lost}")
+        raw.close()
     if inp.lines_read == 0:
         inp.warnings.append(f"{inp.name}: the input is empty")
 
 
-def _refuse_binary(stream: BinaryIO, inp: LogInput) -> None:
-    try:
-        first = stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES] if hasattr(stream, "peek") else b""
-    except _DECOMPRESS_ERRORS as exc:
-        raise InputError(inp.name, f"cannot decompress {inp.compression} data: {exc}",
-                         "check the file is complete, or decompress it yourself") from None
-    if _looks_binary(first):
-        raise InputError(inp.name, "looks like a binary file, not a text log",
-                         "pass the log text (e.g. kubectl logs POD > log.txt); .gz/.bz2/.xz are read directly")
+def _warn_too_many(inp: LogInput) -> None:
+    inp.warnings.append(f"{inp.name}: stopped after {MAX_LINES:,} lines (far more than a vLLM log holds): "
+                        "the rest is not read; cut the log to the incident (tail -n, --since)")
 
 
-def _blocks(stream: BinaryIO, inp: LogInput) -> Iterator[bytes]:
+def _blocks(chunks: Iterable[bytes], inp: LogInput) -> Iterator[bytes]:
     """Blocks of whole lines (the last may lack its newline); a line over MAX_LINE_BYTES is cut."""
     carry = b""
     skipping = False
     consumed = 0
-    # A cut compressed stream raises on the read that hits the cut and loses that read's data: read
-    # compressed input in small steps so little is lost.
-    step = BLOCK_BYTES if inp.compression is None else COMPRESSED_READ_BYTES
-    while True:
-        try:
-            chunk = stream.read(step)
-        except _DECOMPRESS_ERRORS as exc:
-            inp.warnings.append(f"{inp.name}: the {inp.compression or 'input'} stream ends early ({exc}); "
-                                "diagnosed what was there")
-            chunk = b""
+    for chunk in chunks:
         if not chunk:
-            if carry:
-                yield carry
-            return
+            continue
         consumed += len(chunk)
         if inp.progress is not None:
             inp.progress(consumed)
@@ -196,6 +336,8 @@ def _blocks(stream: BinaryIO, inp: LogInput) -> Iterator[bytes]:
             inp.cut_lines += 1
         if block:
             yield block
+    if carry:
+        yield carry
 
 
 def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> Iterator[tuple[int, str]]:
@@ -220,7 +362,7 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
         workers = running = True
         while pending:
             result, end = pending.popleft()
-            rest, count, tally, cut = result.get()
+            rest, count, tally = result.get()
             seen, set_aside = seen + count, set_aside + sum(tally)
             if workers and seen >= DECIDE_AFTER_LINES and 2 * set_aside < seen:
                 workers = False
@@ -231,12 +373,17 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
             for job in itertools.islice(queue, 1):
                 pending.append((pool.apply_async(_split_range, (job,)) if workers else _Here(job), job[2]))
             for rel, raw in rest:
+                if number + rel > MAX_LINES:
+                    break
                 yield number + rel, _decode(raw, inp)
             number += count
             inp.bulk_lines = [a + b for a, b in zip(inp.bulk_lines, tally)]
-            inp.cut_lines += cut
             if inp.progress is not None:
                 inp.progress(end)
+            if number > MAX_LINES:
+                number = MAX_LINES
+                _warn_too_many(inp)
+                break
     inp.lines_read = number
 
 
@@ -246,30 +393,31 @@ class _Here:
     def __init__(self, job: tuple[str, int, int, tuple[re.Pattern[bytes], ...]]) -> None:
         self.job = job
 
-    def get(self) -> tuple[list[tuple[int, bytes]], int, list[int], int]:
+    def get(self) -> tuple[list[tuple[int, bytes]], int, list[int]]:
         return _split_range(self.job)
 
 
 def _split_range(job: tuple[str, int, int, tuple[re.Pattern[bytes], ...]]
-                 ) -> tuple[list[tuple[int, bytes]], int, list[int], int]:
-    """Worker: split the lines that START in [start, end) of a file (the last one may run past end)."""
+                 ) -> tuple[list[tuple[int, bytes]], int, list[int]]:
+    """Worker: split the lines that START in [start, end) of a file (the last one may run past end).
+
+    A range with no line start in it gives nothing and reads nothing past its end, so the ends of a
+    line longer than many ranges are looked for once, by the range where the line starts."""
     path, start, end, bulk = job
-    cut = 0
     with open(path, "rb") as handle:
+        handle.seek(max(0, start - 1))
+        data = handle.read(end - max(0, start - 1))
         if start > 0:
-            handle.seek(start - 1)
-            if handle.read(1) != b"\n":                 # starts inside a line: the previous range has it
-                _skip_rest_of_line(handle)
-        begin = handle.tell()
-        data = handle.read(end - begin) if begin < end else b""
+            first = data.find(b"\n")              # data[0] is the byte before the range
+            if first == -1:
+                return [], 0, [0] * len(bulk)
+            data = data[first + 1:]
         if data and not data.endswith(b"\n"):
             tail = handle.readline(MAX_LINE_BYTES)
             if not tail.endswith(b"\n") and len(tail) >= MAX_LINE_BYTES:
-                cut += 1
-                _skip_rest_of_line(handle)
+                _skip_rest_of_line(handle)      # the line is over MAX_LINE_BYTES: _decode cuts and counts it
             data += tail
-    rest, count, tally = split_block(data, bulk, 1)
-    return rest, count, tally, cut
+    return split_block(data, bulk, 1)
 
 
 def _skip_rest_of_line(stream: BinaryIO) -> None:
@@ -293,12 +441,20 @@ MAX_METRICS_BYTES = 64 << 20
 
 
 def read_small_text(path: str) -> str:
-    """A whole small text file (a metrics snapshot), with the same checks and errors as a log."""
+    """A whole small text file (a metrics snapshot), with the same checks and errors as a log; a pipe
+    or an archive is read only as far as MAX_METRICS_BYTES."""
     inp = open_log(path)
     if inp.size is not None and inp.size > MAX_METRICS_BYTES:
         raise InputError(path, f"is {inp.size >> 20} MiB; a metrics snapshot is a few hundred KiB",
                          "pass the /metrics body, not a log")
-    return "\n".join(line for _, line in iter_lines(inp)) + "\n"
+    lines, size = [], 0
+    for _, line in iter_lines(inp):
+        size += len(line) + 1
+        if size > MAX_METRICS_BYTES:
+            raise InputError(inp.name, f"is over {MAX_METRICS_BYTES >> 20} MiB of text; a metrics snapshot is a few "
+                             "hundred KiB", "pass the /metrics body, not a log")
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def _warn_cut(inp: LogInput) -> None:

@@ -101,6 +101,8 @@ def load_config(path: Path, rules: RuleSet, today: dt.date) -> Config:
         raise ConfigError(where, "(file)", "not UTF-8 text", "save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(where, "(file)", f"not valid TOML: {exc}", "check quotes and brackets") from None
+    except RecursionError:
+        raise ConfigError(where, "(file)", "nested too deeply to read", "a config is a few flat tables") from None
     for key in raw:
         if key not in _TOP_KEYS:
             raise ConfigError(where, key, "unknown key", _hint(key, _TOP_KEYS, f"allowed: {', '.join(sorted(_TOP_KEYS))}"))

@@ -135,6 +135,9 @@ def spec_from_json(text: str, path: str) -> ModelSpec:
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}:{exc.colno}", f"not valid JSON ({exc.msg})",
                          "give the model's config.json as downloaded") from None
+    except RecursionError:
+        raise InputError(path, "nested too deeply to be a model config",
+                         "give the model's config.json as downloaded") from None
     if not isinstance(data, dict):
         raise InputError(path, "not a JSON object", "a Hugging Face config.json is one {...} object")
     return spec_from_config(data, path)

@@ -221,9 +221,14 @@ class Geometry:
         return blocks / math.ceil(length / block)
 
 
+# Figures the model divides by or scales with: zero or less is a mangled log, so unknown (never a division by 0).
+_POSITIVE = frozenset({"gpu_total_gib", "budget_gib", "block_size", "gpu_memory_utilization", "max_model_len",
+                       "kv_needed_gib", "tensor_parallel_size", "pipeline_parallel_size"})
+
+
 def _fig(facts: Mapping[str, Fact], name: str) -> Figure | None:
     fact = facts.get(name)
-    if fact is None or fact.value is None:
+    if fact is None or fact.value is None or (name in _POSITIVE and not fact.value > 0):
         return None
     return Figure(fact.value, DERIVED if fact.note else LOGGED, fact.note or "")
 
@@ -279,7 +284,7 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
     if kv is not None and tokens is not None and tokens.value > 0 and kv.value > 0:
         per_token = Figure(kv.value * GIB / tokens.value, DERIVED, "available KV memory / KV tokens",
                            PRINTED_GIB * GIB / tokens.value)
-    elif "kv_needed_gib" in facts and "max_model_len" in facts:
+    elif _fig(facts, "kv_needed_gib") and _fig(facts, "max_model_len"):
         per_token = Figure(facts["kv_needed_gib"].value * GIB / facts["max_model_len"].value, DERIVED,
                            "KV one max_model_len request needs / max_model_len (vLLM's error)",
                            PRINTED_GIB * GIB / facts["max_model_len"].value)

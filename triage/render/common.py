@@ -2,6 +2,7 @@
 which facts matter most. Formatting only: nothing here derives a figure the rules did not give."""
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping
 
 from ..facts import FACTS
@@ -34,6 +35,34 @@ UNKNOWN = "unknown"
 
 
 MAX_PROSE = 600   # a rule's sentence can quote a log line; a 200 KB line must not become a 200 KB sentence
+
+# Characters input may carry that a reader must not get raw: C0 controls but tab and newline (an ESC
+# drives a terminal), DEL and C1 controls, and the bidirectional overrides and isolates (U+202A-202E,
+# U+2066-2069, U+200E/200F, U+061C) that make text read in another order than it is written
+# ("Trojan Source"), and the line and paragraph separators.
+UNSAFE_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+_UNSAFE = re.compile(f"[{UNSAFE_CHARS}]")
+_UNSAFE_OR_NEWLINE = re.compile(f"[{UNSAFE_CHARS}\n]")
+
+
+def _visible(m: re.Match[str]) -> str:
+    code = ord(m[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_UNSAFE_BUT_COLOUR = re.compile(f"(\x1b\\[[0-9;]*m)|[{UNSAFE_CHARS}]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text for a terminal: like `neutral`, but colour codes (ESC [ ... m) stay, as the renderer's own.
+    Log text reaches here with its colour already stripped (envelope), so only ours are left."""
+    return _UNSAFE_BUT_COLOUR.sub(lambda m: m[1] or _visible(m), text)
+
+
+def neutral(text: str, newlines: bool = True) -> str:
+    """Input text as a report may print it: unsafe characters (see UNSAFE_CHARS) shown as escapes
+    (`\\x1b`, `\\u202e`); with `newlines=False` a newline too, for text that must stay one line."""
+    return (_UNSAFE if newlines else _UNSAFE_OR_NEWLINE).sub(_visible, text)
 
 
 def clip(text: str, limit: int = MAX_PROSE) -> str:

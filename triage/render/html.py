@@ -19,7 +19,7 @@ from ..model import Fact, Report, SourceRef
 from . import charts, decision
 from .common import (attempts_sentence, clip, command_heading, coverage_sentence, fix_is_unchecked, fleet_heading,
                      fleet_tally, format_fact, format_value, instance_figures, lead_finding, listed_fixes,
-                     no_command_sentence, ordered_facts, quiet_suppressions, redactions_sentence, references, split_match,
+                     neutral, no_command_sentence, ordered_facts, quiet_suppressions, redactions_sentence, references, split_match,
                      unchecked_note, verdict_title, window_sentence)
 
 MAX_EVIDENCE_LINES = 12      # per finding; a 1 GB log must still make a small page
@@ -57,17 +57,23 @@ def log_line(ref: SourceRef) -> LogLine:
 
 def inline_code(text: str) -> Markup:
     """Prose from the rules uses `backticks` for commands; show them as code, escaping everything."""
-    pieces = clip(text).split("`")
+    pieces = neutral(clip(text)).split("`")
     if len(pieces) % 2 == 0:     # unbalanced: leave it as plain text
-        return escape(text)
+        return escape(neutral(text))
     return Markup("").join(escape(p) if i % 2 == 0 else Markup("<code>") + escape(p) + Markup("</code>")
                            for i, p in enumerate(pieces))
+
+
+def _printable(value: Any) -> Any:
+    """Every value the page prints: input text with its control and bidi characters shown as escapes
+    (markup this module built, already escaped, is left as it is)."""
+    return neutral(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("triage.render", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             autoescape=True, undefined=jinja2.StrictUndefined, finalize=_printable,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["fact"] = format_fact
     env.filters["value"] = format_value

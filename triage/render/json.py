@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 from ..model import CoverageGroup, Fact, Finding, Fix, FleetView, Report, RuledOut, SourceRef
 from . import decision
+from .common import UNSAFE_CHARS
 
 
 def _ref(ref: SourceRef) -> dict[str, Any]:
@@ -132,5 +134,11 @@ def report_dict(report: Report) -> dict[str, Any]:
     }
 
 
+_UNSAFE = re.compile(f"[{UNSAFE_CHARS}]")
+
+
 def render_json(report: Report, **_: Any) -> str:
-    return json.dumps(report_dict(report), indent=2, ensure_ascii=False, default=str) + "\n"
+    """The report as JSON. Control and bidi characters from the input are written as \\u escapes (json
+    leaves DEL, C1 and the bidi overrides raw): the same strings to a parser, nothing hidden to a reader."""
+    text = json.dumps(report_dict(report), indent=2, ensure_ascii=False, default=str) + "\n"
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)

@@ -12,7 +12,7 @@ from typing import Any
 from ..model import Report, SourceRef
 from . import decision
 from .common import (MEMORY_PARTS, clip, command_heading, coverage_sentence, fix_is_unchecked,
-                     fleet_heading, fleet_tally, format_fact, instance_figures, key_fact_names, lead_finding, listed_fixes,
+                     fleet_heading, fleet_tally, format_fact, instance_figures, key_fact_names, lead_finding, listed_fixes, neutral,
                      no_command_sentence, quiet_suppressions, redactions_sentence, references, unchecked_note,
                      verdict_title, window_sentence)
 
@@ -23,13 +23,14 @@ _PROSE_SPECIAL = re.compile(r"([\\\[\]*!])")
 
 
 def prose(text: str) -> str:
-    """Text outside code: HTML can't open, links and images can't form. Backticks stay (our texts use them)."""
-    return _PROSE_SPECIAL.sub(r"\\\1", html.escape(clip(" ".join(str(text).split())), quote=False))
+    """Text outside code: HTML can't open, links and images can't form, control and bidi characters show
+    as escapes. Backticks stay (our texts use them)."""
+    return _PROSE_SPECIAL.sub(r"\\\1", html.escape(clip(neutral(" ".join(str(text).split()))), quote=False))
 
 
 def code_span(text: str) -> str:
     """An inline code span that holds any text, backticks included (CommonMark: a longer fence)."""
-    text = " ".join(str(text).split())
+    text = neutral(" ".join(str(text).split()))
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or longest else ""
@@ -42,6 +43,9 @@ def cell(text: str) -> str:
 
 
 def code_block(lines: list[str], lang: str = "") -> list[str]:
+    """A fenced block: each line stays one line (a newline in a file name cannot close the fence), and
+    the fence is longer than any run of backticks inside."""
+    lines = [neutral(line, newlines=False) for line in lines]
     longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
     fence = "`" * max(3, longest + 1)
     return [f"{fence}{lang}", *lines, fence]

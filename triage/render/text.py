@@ -8,7 +8,7 @@ from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
 from . import decision
 from .common import (command_heading, fix_is_unchecked, fleet_heading, fleet_tally, instance_figures, listed_fixes,
-                     no_command_sentence, plural, quiet_suppressions, unchecked_note, verdict_title, window_sentence)
+                     no_command_sentence, plural, quiet_suppressions, terminal_safe, unchecked_note, verdict_title, window_sentence)
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
@@ -173,4 +173,4 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         out.append(s(f"Redacted: {hidden} (--no-redact shows them).", "dim"))
     for w in report.warnings:
         out.append(s(f"warning: {w}", "yellow"))
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out) + "\n")     # an ESC or a bidi override in the input cannot drive the terminal
