@@ -350,7 +350,7 @@ def test_the_memory_picture_draws_the_estimated_weights_the_fix_uses(browser, de
     assert _rect(browser, segment)["width"] > 0
     legend = browser.find_element(By.CSS_SELECTOR, "#memory table.legend").text
     assert f"Weights (estimate) {estimate['value']:,.2f} GiB" in legend
-    assert "Weights unknown" not in legend and "56B parameters" in legend
+    assert "Weights unknown" not in legend and "46.7" in legend
 
 
 @pytest.mark.parametrize("screen", list(SCREENS), indirect=True)

@@ -158,7 +158,9 @@ def check_output(path: str | None) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise click.UsageError(f"-o {path}: cannot write in {directory} ({exc.strerror or exc})") from None
+        said = (exc.strerror or str(exc)).lower()
+        hint = _WRITE_HINTS.get(exc.errno or 0)
+        raise click.UsageError(f"-o {path}: cannot write in {directory}: {said}" + (f" ({hint})" if hint else "")) from None
 
 
 def stdin_is_piped() -> bool:

@@ -208,7 +208,9 @@ def estimate_facts(facts: Mapping[str, Any], spec: ModelSpec | None = None) -> d
     if per_param and count.bound != "lower":
         gib = (spec.weights_gib(tp, pp, None, per_param) if spec is not None and not quant
                else count.params * per_param / 2**30 / (tp * pp))
-        basis = f"{count.how} x {per_param:g} bytes ({quant or dtype.removeprefix('torch.')}) / {tp * pp} GPU(s)"
+        gpus = tp * pp
+        basis = (f"{count.how} x {per_param:g} bytes ({quant or dtype.removeprefix('torch.')})"
+                 + (f" / {gpus} GPUs" if gpus > 1 else ""))
         out["weights_estimate_gib"] = Fact("weights_estimate_gib", round(gib, 2), "GiB", evidence,
                                            ("an estimate: " if count.source != "config" else "") + basis)
     return out
