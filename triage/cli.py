@@ -623,7 +623,7 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
 @click.option("--from-log", "from_log", metavar="LOG", help="Calibrate from a previous startup log instead.")
 @click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5), help="Memory of one GPU, e.g. 80 (79.19 as torch sees an H100).")
 @click.option("--gpus", type=click.IntRange(1, 100_000), help="GPUs available (default: tensor x pipeline parallel size).")
-@click.option("--expect-prompt-tokens", type=click.IntRange(min=1), help="Typical prompt length, in tokens.")
+@click.option("--expect-prompt-tokens", type=_TOKENS, help="Typical prompt length, in tokens.")
 @click.option("--expect-output-tokens", type=_TOKENS, help="Typical output length, in tokens.")
 @_vllm_version_option("The vLLM release to model, e.g. 0.10.2 (default: a current one, 0.20+).")
 @click.option("--disable-sliding-window", is_flag=True, help="As vllm serve's flag: every layer keeps the full context.")

@@ -188,7 +188,9 @@ def _process_groups(text: str, pos: int, names: list[str]) -> int:
 
 
 def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, process: str | None,
-                    wrapped: bool, width: int = 0) -> Record:
+                    wrapped: bool, width: int = 0, embedded: bool = False) -> Record:
+    """The prefixes of one record; `embedded` when it was found inside another line's text (looked for
+    once: a line of nothing but level words must not recurse once per word)."""
     prefixed = wrapped
     names: list[str] = []
     pos = _process_groups(text, 0, names)
@@ -211,10 +213,10 @@ def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, p
     elif m := _HOST_LOGGING.match(text, pos):
         level, prefixed, vllm_prefix = m["level1"] or m["level2"], True, True
         pos = m.end()
-    elif not names and pos == 0 and _holds_level_word(text[:EMBEDDED_WINDOW]):
+    elif not names and pos == 0 and not embedded and _holds_level_word(text[:EMBEDDED_WINDOW]):
         inner = _EMBEDDED_RECORD.search(text, 1, EMBEDDED_WINDOW)
         if inner is not None:
-            record = _parse_prefixes(text[inner.start():], line, when, level, process, True, width)
+            record = _parse_prefixes(text[inner.start():], line, when, level, process, True, width, embedded=True)
             record.text = text
             return record
     message = text[pos:]
