@@ -104,6 +104,8 @@ def _fill(template: str, facts: Mapping[str, Fact]) -> str:
         if fact is None:
             out.append("unknown")
             continue
+        if not spec and isinstance(fact.value, int) and not isinstance(fact.value, bool):
+            spec = ","          # 131,072 tokens, as every other figure in a report is written
         try:
             out.append(format(fact.value, spec or ""))
         except (ValueError, TypeError):
