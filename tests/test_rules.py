@@ -10,6 +10,7 @@ from triage.engine import evaluate
 from triage.errors import RuleError
 from triage.model import Fact
 from triage.ruleset import load_rules, parse_condition
+from triage.vocabulary import VERDICTS
 
 from conftest import FIXTURES, RULES_DIR, diagnose_files, diagnose_text, diagnose_with_metrics
 
@@ -52,8 +53,7 @@ def test_every_rule_has_both_examples(node):
 
 def test_every_verdict_is_reachable():
     reachable = {n.verdict for n in RULES.nodes.values() if n.verdict}
-    assert reachable == {"weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown",
-                         "healthy", "other_failure", "inconclusive"}
+    assert reachable == set(RULES.classes) == set(VERDICTS)
 
 
 def test_absent_fact_is_unknown_not_false():
@@ -89,6 +89,31 @@ def test_unknown_fact_names_file_key_and_suggestion(tmp_path):
     path = folder / "kv-too-small.toml"
     path.write_text(path.read_text().replace('fact = "failure_kind"', 'fact = "failure_kynd"', 1))
     _expect_error(folder, "kv-too-small.toml", "when.fact", "failure_kynd", "did you mean 'failure_kind'")
+
+
+def test_a_misspelt_failure_kind_in_a_condition_names_file_key_and_the_right_one(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "kv-too-small.toml"
+    path.write_text(path.read_text().replace('value = "kv_too_small"', 'value = "kv_too_smal"', 1))
+    _expect_error(folder, "kv-too-small.toml", "when.value", "'kv_too_smal'", "did you mean 'kv_too_small'")
+
+
+def test_a_misspelt_word_in_a_list_or_a_class_check_is_found_too(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "classes" / "external_pressure.toml"
+    path.write_text(path.read_text().replace('value = ["kv_too_small", "no_cache_blocks"]',
+                                             'value = ["kv_too_smal", "no_cache_blocks"]', 1))
+    _expect_error(folder, "external_pressure.toml", "ruled_out[1].when.value[0]", "did you mean 'kv_too_small'")
+
+
+def test_a_misspelt_phase_in_a_condition_is_a_load_error(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "oom-loading-weights.toml"
+    text = path.read_text()
+    assert 'value = "loading_weights"' in text
+    path.write_text(text.replace('value = "loading_weights"', 'value = "loading_weight"', 1))
+    _expect_error(folder, "oom-loading-weights.toml", "failed_phase is never 'loading_weight'",
+                  "did you mean 'loading_weights'")
 
 
 def test_unknown_key_is_rejected(tmp_path):

@@ -23,9 +23,10 @@ import click
 from . import __version__
 from .errors import InputError, NotEnoughInput, TriageError
 from .gate import unjudgeable_input, verdicts_failing
-from .model import VERDICTS, InputSummary, Report
+from .model import InputSummary, Report
 from .render import RENDERERS
 from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
+from .vocabulary import VERDICTS
 
 # The rest is imported where it is used: `vtriage --version` and a small log must not wait for HTTP,
 # templates, the capacity model, GPU probing or the self-test (see docs/performance.md, start-up).

@@ -11,18 +11,13 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import re
 
-from .model import KV_SATURATED, PHASE_RANK, PHASES, Fact, LogEvent, SourceRef
+from .model import Fact, LogEvent, SourceRef
 from .signatures import SignatureSet
+from .vocabulary import (DEFAULT_BLOCK_SIZE, GENERIC_FAILURES, KV_SATURATED, MEMORY_FAILURES, PHASES, PHASE_RANK,
+                         REQUEST_FAILURES, default_gpu_memory_utilization)
 
-MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low", "kv_memory_low",
-                             "memory_profiling_error"})
-# Failures that say something broke but not what: a specific failure on any line explains them.
-GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died"})
-# Failures of one request the server refuses and goes on from (a prompt longer than max_model_len).
-REQUEST_FAILURES = frozenset({"request_rejected"})
 SELF_MATCH_GIB = 1.5        # torch's "Process N has X" is vLLM itself when X ~ its own allocations
 CUDA_CONTEXT_GIB = 1.0      # a process's CUDA context and libraries, outside torch's allocator (0.3-1 GiB)
-DEFAULT_BLOCK_SIZE = 16
 MAX_EVIDENCE = 4
 # Event kinds that show an engine serving requests, and how to say so.
 _SERVING_KINDS: Mapping[str, str] = {
@@ -254,7 +249,7 @@ def _default_utilization(out: _Facts, events: Sequence[LogEvent]) -> None:
     version = _version_tuple(out.value("vllm_version"))
     if not printed or version is None:
         return
-    default = 0.92 if version >= (0, 20) else 0.9
+    default = default_gpu_memory_utilization(version)
     out.put("gpu_memory_utilization", default, [printed[0].source],
             f"vLLM {out.value('vllm_version')}'s default: not among the non-default args")
 

@@ -15,9 +15,10 @@ import re
 from typing import Iterable, Iterator
 
 from .envelope import Record, records
-from .model import KV_SATURATED, PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
+from .model import CoverageGroup, InputSummary, LogEvent, SourceRef
 from .redact import Redactor, clip
 from .signatures import MatchBudget, Signature, SignatureSet
+from .vocabulary import KV_SATURATED, PHASE_RANK
 
 MAX_EVIDENCE_CHARS = 600
 REDACT_WINDOW = MAX_EVIDENCE_CHARS + 16_384   # what an unrecognised line is redacted over (a secret is < 8 KiB)
