@@ -10,39 +10,24 @@ from triage.engine import evaluate
 from triage.errors import RuleError
 from triage.model import Fact
 from triage.ruleset import load_rules, parse_condition
+from triage.ruletests import example_problem
+from triage.signatures import load_signatures
 from triage.vocabulary import VERDICTS
 
-from conftest import FIXTURES, RULES_DIR, diagnose_files, diagnose_text, diagnose_with_metrics
+from conftest import FIXTURES, RULES_DIR, run_cli
 
 RULES = load_rules(RULES_DIR)
 EXAMPLES = [(node, ex) for node in sorted(RULES.nodes.values(), key=lambda n: n.id) for ex in node.examples]
-
-
-def _fired(report, node_id: str) -> bool:
-    """A node fired when it and all its ancestors hold for the diagnosed attempt."""
-    facts = report.diagnosis.facts
-    node = RULES.nodes[node_id]
-    chain = [node]
-    while chain[-1].parent:
-        chain.append(RULES.nodes[chain[-1].parent])
-    return all(evaluate(n.when, facts) is True for n in chain)
 
 
 @pytest.mark.parametrize("node,example", EXAMPLES,
                          ids=[f"{n.id}:{e.expect}:{e.fixture or (e.metrics[0] if e.metrics else i)}"
                               for i, (n, e) in enumerate(EXAMPLES)])
 def test_rule_example(kit, node, example):
-    """Each rule fires on its 'fires' examples and stays quiet on its 'quiet' ones."""
-    if example.metrics:
-        report = diagnose_with_metrics(kit, [FIXTURES / "metrics" / m for m in example.metrics],
-                                       log_text=example.log.lstrip("\n") if example.log else None,
-                                       log_path=FIXTURES / "logs" / example.fixture if example.fixture else None)
-    elif example.fixture:
-        report = diagnose_files(kit, FIXTURES / "logs" / example.fixture)
-    else:
-        report = diagnose_text(kit, example.log.lstrip("\n"))
-    assert _fired(report, node.id) == (example.expect == "fires"), \
-        f"{node.id} expected to {example.expect}; verdict {report.diagnosis.verdict} via {report.diagnosis.rule_path}"
+    """Each rule fires on its 'fires' examples and stays quiet on its 'quiet' ones (the check
+    `vtriage rules --test` runs)."""
+    problem = example_problem(kit, node, example, [FIXTURES])
+    assert problem is None, f"{node.id}: {problem}"
 
 
 @pytest.mark.parametrize("node", sorted(RULES.nodes.values(), key=lambda n: n.id), ids=lambda n: n.id)
@@ -177,3 +162,43 @@ def test_missing_class_file(tmp_path):
     folder = _rules_copy(tmp_path)
     (folder / "classes" / "healthy.toml").unlink()
     _expect_error(folder, "classes", "healthy")
+
+
+# --- vtriage rules --test ----------------------------------------------------------------------------
+
+def test_rules_test_passes_on_the_bundled_rules():
+    result = run_cli("rules", "--test")
+    out = result.stdout.decode()
+    assert result.returncode == 0, out
+    assert "FAIL" not in out
+    examples, samples = len(EXAMPLES), sum(len(s.samples) for s in load_signatures(RULES_DIR / "signatures").signatures)
+    assert out.strip().splitlines()[-1] == (f"{examples}/{examples} rule examples and {samples}/{samples} "
+                                            "signature samples passed: all passed")
+
+
+def test_rules_test_names_the_file_and_example_that_fails(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "kv-too-small.toml"
+    text = path.read_text()
+    quiet = "[[examples]]\nexpect = \"quiet\"\nlog = '''\n(EngineCore"
+    assert quiet in text
+    path.write_text(text.replace(quiet, quiet.replace('"quiet"', '"fires"'), 1))
+    sigs = folder / "signatures" / "memory_errors.toml"
+    sigs.write_text(sigs.read_text().replace("samples = [", 'samples = ["torch: out of memory. Tried to allocate (no figure)", ', 1))
+    result = run_cli("rules", "--test", "--rules", str(folder))
+    out = result.stdout.decode()
+    assert result.returncode == 1, out
+    fails = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    assert fails == [f"FAIL {path}: examples[1] (inline log): expected to fire, but it stayed quiet "
+                     "(verdict healthy via no-failure > healthy-started)",
+                     f"FAIL {sigs}: signature cuda_oom.samples[0]: does not match its own signature"], out
+    assert out.splitlines()[-1].endswith("signature samples passed: 2 failed"), out
+
+
+def test_rules_test_of_rules_that_do_not_load_is_a_usage_error(tmp_path):
+    folder = _rules_copy(tmp_path)
+    path = folder / "kv-too-small.toml"
+    path.write_text(path.read_text().replace('value = "kv_too_small"', 'value = "kv_too_smal"', 1))
+    result = run_cli("rules", "--test", "--rules", str(folder))
+    assert result.returncode == 2
+    assert "kv-too-small.toml: when.value" in result.stderr.decode() and "did you mean 'kv_too_small'" in result.stderr.decode()
