@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import re
 
+from .logtime import month_day_time
 from .model import Fact, LogEvent, SourceRef
 from .signatures import SignatureSet
 from .vocabulary import (DEFAULT_BLOCK_SIZE, GENERIC_FAILURES, KV_SATURATED, MEMORY_FAILURES, PHASES, PHASE_RANK,
@@ -166,7 +167,6 @@ _SETTING_BOUNDS: Mapping[str, tuple[float, float]] = {
 _V1_PROCESS = re.compile(r"^(?:EngineCore|APIServer|ApiServer|VllmWorker rank|VllmWorker |Worker|DPSupervisor)")
 _V0_PROCESS = re.compile(r"^VllmWorkerProcess\b")
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
-_STAMP = re.compile(r"(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
 
 
 class _Facts:
@@ -626,10 +626,10 @@ def _minutes(stamps: Sequence[str]) -> float | None:
 
 
 def _stamp_seconds(stamp: str) -> int | None:
-    m = _STAMP.search(stamp)
-    if not m:
+    clock = month_day_time(stamp)
+    if clock is None:
         return None
-    month, day, h, mi, s = (int(g) for g in m.groups())
+    month, day, h, mi, s = clock
     return (((month * 31 + day) * 24 + h) * 60 + mi) * 60 + s
 
 
