@@ -41,6 +41,17 @@ def test_every_verdict_is_reachable():
     assert reachable == set(RULES.classes) == set(VERDICTS)
 
 
+def test_the_code_tables_keyed_by_verdict_name_only_verdicts():
+    """Tables in code that treat some verdicts apart use the words of triage/vocabulary.py, so a
+    renamed verdict cannot leave one behind; the decision card has a sentence for every verdict."""
+    from triage.alerts import CATCHES
+    from triage.capacity.registry import MEMORY_VERDICTS
+    from triage.render.decision import _DECIDERS
+    from triage.render.text import _VERDICT_COLOUR
+    assert set(CATCHES) | MEMORY_VERDICTS | set(_VERDICT_COLOUR) <= set(VERDICTS)
+    assert set(_DECIDERS) == set(VERDICTS)
+
+
 def test_absent_fact_is_unknown_not_false():
     """Three-valued logic: a predicate on a missing fact is unknown, and `any` can still be true."""
     cond = parse_condition(Path("t.toml"), "when", {"any": [
