@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from .capacity.registry import Given
 
 
-
 def evaluate(cond: Condition, facts: Mapping[str, Fact]) -> bool | None:
     """True, False, or None when it depends on a fact the input did not give."""
     if cond.combinator == "all":
@@ -158,7 +157,7 @@ def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: T
     gave: a check that holds merely because facts are absent ("nothing failed" of an empty log) is not
     evidence, so that class is not assessed, with what the input would have to show."""
     out, unassessed = [], []
-    for other in problems_first({v: c.severity for v, c in rules.classes.items()}):
+    for other in problems_first(rules.severities()):
         if other in (verdict, UNDECIDED):
             continue
         accepted = next((s for s in silenced if s.finding.verdict == other), None)

@@ -168,7 +168,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     else:
         runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
                                                         gpu_facts=gpu_facts, given=given), None, True))
-    chosen = runs[worst([r.diagnosis for r in runs], {v: c.severity for v, c in kit.rules.classes.items()})]
+    chosen = runs[worst([r.diagnosis for r in runs], kit.rules.severities())]
     last = chosen.diagnosis
     summaries = (history.earlier if chosen.with_log else []) + [_summary(chosen.attempt, last)]
     unrecognised: list[CoverageGroup] = sorted((g for p in parses for g in p.unrecognised),

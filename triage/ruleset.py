@@ -98,6 +98,10 @@ class RuleSet:
     classes: Mapping[str, VerdictClass]
     directory: Path
 
+    def severities(self) -> dict[str, str]:
+        """Each verdict's severity, as its class gives it."""
+        return {verdict: cls.severity for verdict, cls in self.classes.items()}
+
 
 def default_rules_dir() -> Path:
     return Path(str(resources.files("triage.rules_data")))

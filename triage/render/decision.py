@@ -16,7 +16,6 @@ from ..vocabulary import KV_SATURATED
 from .common import attempts_sentence, format_value
 
 
-
 @dataclass(frozen=True)
 class Figure:
     """One side of a comparison: a labelled amount, drawn as a bar."""
