@@ -148,3 +148,17 @@ def test_graph_estimate_is_inside_the_budget_from_0_20(fixture_facts):
     older = calibrate(fixture_facts["v1/healthy-llama31-8b-l40s-0102-free-memory-info-hint.log"])
     assert not older.graph_in_budget
     assert predict(older, older.settings.replace(enforce_eager=True)).kv_gib == older.kv_gib.value
+
+
+def test_a_weight_fix_counts_the_release_s_default_utilization_when_the_log_gives_none():
+    """vLLM's default --gpu-memory-utilization is 0.9, and 0.92 from 0.20 (triage/vocabulary.py)."""
+    from triage.capacity.memory_fixes import cpu_offload
+    from triage.model import Fact
+
+    def offload_gb(**figures):
+        facts = {name: Fact(name, value) for name, value in
+                 {"gpu_total_gib": 80.0, "weights_gib": 100.0, **figures}.items()}
+        return cpu_offload(facts)[0].value
+
+    assert offload_gb(vllm_version="0.20.1") == offload_gb(vllm_version="0.20.1", gpu_memory_utilization=0.92) == 45
+    assert offload_gb(vllm_version="0.10.2") == offload_gb(vllm_version="0.10.2", gpu_memory_utilization=0.9) == 46

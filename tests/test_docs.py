@@ -6,7 +6,7 @@ import json
 import jsonschema
 
 from triage.cli import facts_markdown
-from triage.model import VERDICTS
+from triage.vocabulary import VERDICTS
 from triage.render.json import report_dict
 
 from conftest import ROOT, diagnose_text

@@ -8,6 +8,7 @@ import pytest
 
 from triage.render.json import report_dict
 from triage.selftest import figure_matches
+from triage.vocabulary import VERDICTS
 
 from conftest import FIXTURES, diagnose_files
 from test_docs import SCHEMA
@@ -42,8 +43,7 @@ def test_healthy_baseline_fires_nothing_else(kit, entry):
 def test_fixtures_cover_every_verdict_in_every_generation():
     seen = {(e["file"].split("/")[0], e["verdict"]) for e in MANIFEST}
     for generation in ("v0-old", "v0-late", "v1"):
-        for verdict in ("weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown",
-                        "healthy", "other_failure", "inconclusive"):
+        for verdict in VERDICTS:
             assert (generation, verdict) in seen, f"no {verdict} fixture for {generation}"
 
 

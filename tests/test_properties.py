@@ -13,7 +13,7 @@ from triage.envelope import records
 from triage.errors import InputError
 from triage.logparse import LogParse
 from triage.metricparse import parse_exposition
-from triage.model import VERDICTS
+from triage.vocabulary import VERDICTS
 from triage.pipeline import build_report
 from triage.redact import Redactor
 from triage.render.json import report_dict

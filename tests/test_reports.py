@@ -108,7 +108,7 @@ def test_html_text_snapshot(case, update_golden):
 
 
 def test_every_verdict_has_a_snapshot_input():
-    from triage.model import VERDICTS
+    from triage.vocabulary import VERDICTS
     assert sorted(CASES) == sorted(VERDICTS)
 
 

@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-from triage.model import SEVERITIES, VERDICTS
+from triage.vocabulary import SEVERITIES, VERDICTS
 from triage.runbooks import SECTIONS
 
 from conftest import FIXTURES, ROOT, diagnose_files, run_cli

@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from triage.model import VERDICTS
+from triage.vocabulary import VERDICTS
 
 from conftest import FIXTURES, ROOT, run_cli
 

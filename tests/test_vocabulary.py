@@ -10,7 +10,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from triage.cli import cli
-from triage.render.common import VERDICT_TITLES
+from triage.ruleset import load_rules
 
 from conftest import FIXTURES, ROOT, run_cli
 
@@ -33,7 +33,7 @@ def test_a_fix_the_model_could_not_check_is_unchecked_in_every_format():
 @pytest.mark.parametrize("case", sorted(p.stem for p in INPUTS.glob("*.log")))
 def test_the_verdict_has_one_title_in_every_format(case):
     shown = {fmt: unescape(text) for fmt, text in _formats(str(INPUTS / f"{case}.log")).items()}
-    title = VERDICT_TITLES[case]
+    title = load_rules().classes[case].heading
     assert shown["text"].startswith(title.upper() + "  (")             # WEIGHTS DON'T FIT, not WEIGHTS DONT FIT
     assert shown["markdown"].startswith(f"### vtriage: {title} (")
     assert f"<h1>{title}</h1>" in shown["html"]

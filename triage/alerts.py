@@ -15,12 +15,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import regex
 
+from .vocabulary import KV_SATURATED
+
 KV_NEW, KV_OLD = "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"
 PREEMPTIONS = "vllm:num_preemptions_total"
 WAITING = "vllm:num_requests_waiting"
 RESTARTS = "kube_pod_container_status_restarts_total"
 BY = "namespace, pod, instance, model_name"
-KV_FULL_RATIO = 0.95
 PREEMPTIONS_PER_MIN = 1.0
 WAITING_MIN = 5
 RESTARTS_IN_15M = 2
@@ -103,10 +104,10 @@ def alert_rules(names: MetricNames, spec: AlertSpec) -> list[dict[str, Any]]:
     """The alerting rules, most relevant to the diagnosed verdict first."""
     ns = f'namespace="{spec.namespace}"' if spec.namespace else ""
     kv = " or ".join(f"max by ({BY}) ({_selector(n, ns)})" for n in names.kv_usage)
-    rules = [_rule("VLLMKVCacheNearlyFull", f"({kv}) > {KV_FULL_RATIO}", "10m", "warning",
-                   f"vLLM KV cache above {KV_FULL_RATIO:.0%} on {WHO}",
+    rules = [_rule("VLLMKVCacheNearlyFull", f"({kv}) > {KV_SATURATED}", "10m", "warning",
+                   f"vLLM KV cache above {KV_SATURATED:.0%} on {WHO}",
                    "The KV cache of {{ $labels.model_name }} has stayed above "
-                   f"{KV_FULL_RATIO:.0%} for 10 minutes ({{{{ $value | humanizePercentage }}}}): new requests wait "
+                   f"{KV_SATURATED:.0%} for 10 minutes ({{{{ $value | humanizePercentage }}}}): new requests wait "
                    "and running ones get preempted.", spec)]
     if names.preemptions:
         rate = f"sum by ({BY}) (rate({_selector(names.preemptions, ns)}[5m])) * 60"

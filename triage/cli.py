@@ -23,9 +23,10 @@ import click
 from . import __version__
 from .errors import InputError, NotEnoughInput, TriageError
 from .gate import unjudgeable_input, verdicts_failing
-from .model import VERDICTS, InputSummary, Report
+from .model import InputSummary, Report
 from .render import RENDERERS
 from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
+from .vocabulary import VERDICTS
 
 # The rest is imported where it is used: `vtriage --version` and a small log must not wait for HTTP,
 # templates, the capacity model, GPU probing or the self-test (see docs/performance.md, start-up).
@@ -456,9 +457,22 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
 @click.option("--facts", "show", flag_value="facts", help="List the facts rules may use (Markdown).")
 @click.option("--fixes", "show", flag_value="fixes", help="List the fix solvers rules may name.")
 @click.option("--tree", "show", flag_value="tree", default=True, help="Show the decision tree (default).")
-def rules_command(rules_dir: str | None, show: str) -> None:
-    """Validate the rules and signatures, and show the tree, the facts or the fixes."""
+@click.option("--test", "run_tests", is_flag=True,
+              help="Run every rule's examples and every signature's samples; exit 1 if one fails.")
+def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
+    """Validate the rules and signatures, and show the tree, the facts or the fixes, or (--test) run
+    their examples and samples.
+
+    Exit codes (--test): 0 every example and sample behaves as its file says, 1 one does not,
+    2 usage or input error (a rule file that does not load)."""
     kit = load_toolkit(rules_dir)
+    if run_tests:
+        from .ruletests import run_rule_tests
+        outcome = run_rule_tests(kit, kit.rules.directory)
+        for failure in outcome.failures:
+            click.echo(f"FAIL {failure.line()}")
+        click.echo(outcome.summary())
+        sys.exit(0 if outcome.passed else 1)
     if show == "facts":
         click.echo(facts_markdown(), nl=False)
     elif show == "fixes":

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .model import SEVERITIES, Report
+from .model import Report
 from .ruleset import VerdictClass
+from .vocabulary import SEVERITIES
 
 # (section, [(fact, which way is better: "up", "down" or None for neither)])
 SECTIONS: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] = (

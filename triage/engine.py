@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 from .facts import FACTS
 from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef, SuppressedFinding, Suppression
 from .ruleset import Condition, Node, RuleSet
+from .vocabulary import UNDECIDED, problems_first
 
 if TYPE_CHECKING:
     from .capacity.registry import Given
-
-RULED_OUT_ORDER = ("weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown",
-                   "other_failure", "healthy")
 
 
 def evaluate(cond: Condition, facts: Mapping[str, Fact]) -> bool | None:
@@ -161,8 +159,8 @@ def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: T
     gave: a check that holds merely because facts are absent ("nothing failed" of an empty log) is not
     evidence, so that class is not assessed, with what the input would have to show."""
     out, unassessed = [], []
-    for other in RULED_OUT_ORDER:
-        if other == verdict:
+    for other in problems_first(rules.severities()):
+        if other in (verdict, UNDECIDED):
             continue
         accepted = next((s for s in silenced if s.finding.verdict == other), None)
         if accepted is not None:

@@ -11,18 +11,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import re
 
-from .model import KV_SATURATED, PHASE_RANK, PHASES, Fact, LogEvent, SourceRef
+from .logtime import month_day_time
+from .model import Fact, LogEvent, SourceRef
 from .signatures import SignatureSet
+from .vocabulary import (DEFAULT_BLOCK_SIZE, GENERIC_FAILURES, KV_SATURATED, MEMORY_FAILURES, PHASES, PHASE_RANK,
+                         REQUEST_FAILURES, default_gpu_memory_utilization)
 
-MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low", "kv_memory_low",
-                             "memory_profiling_error"})
-# Failures that say something broke but not what: a specific failure on any line explains them.
-GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died"})
-# Failures of one request the server refuses and goes on from (a prompt longer than max_model_len).
-REQUEST_FAILURES = frozenset({"request_rejected"})
 SELF_MATCH_GIB = 1.5        # torch's "Process N has X" is vLLM itself when X ~ its own allocations
 CUDA_CONTEXT_GIB = 1.0      # a process's CUDA context and libraries, outside torch's allocator (0.3-1 GiB)
-DEFAULT_BLOCK_SIZE = 16
 MAX_EVIDENCE = 4
 # Event kinds that show an engine serving requests, and how to say so.
 _SERVING_KINDS: Mapping[str, str] = {
@@ -171,7 +167,6 @@ _SETTING_BOUNDS: Mapping[str, tuple[float, float]] = {
 _V1_PROCESS = re.compile(r"^(?:EngineCore|APIServer|ApiServer|VllmWorker rank|VllmWorker |Worker|DPSupervisor)")
 _V0_PROCESS = re.compile(r"^VllmWorkerProcess\b")
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
-_STAMP = re.compile(r"(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
 
 
 class _Facts:
@@ -254,7 +249,7 @@ def _default_utilization(out: _Facts, events: Sequence[LogEvent]) -> None:
     version = _version_tuple(out.value("vllm_version"))
     if not printed or version is None:
         return
-    default = 0.92 if version >= (0, 20) else 0.9
+    default = default_gpu_memory_utilization(version)
     out.put("gpu_memory_utilization", default, [printed[0].source],
             f"vLLM {out.value('vllm_version')}'s default: not among the non-default args")
 
@@ -631,10 +626,10 @@ def _minutes(stamps: Sequence[str]) -> float | None:
 
 
 def _stamp_seconds(stamp: str) -> int | None:
-    m = _STAMP.search(stamp)
-    if not m:
+    clock = month_day_time(stamp)
+    if clock is None:
         return None
-    month, day, h, mi, s = (int(g) for g in m.groups())
+    month, day, h, mi, s = clock
     return (((month * 31 + day) * 24 + h) * 60 + mi) * 60 + s
 
 

@@ -14,11 +14,10 @@ from typing import Mapping, Sequence
 
 from .metricparse import MetricSample
 from .model import Diagnosis, InstanceView, SourceRef
+from .vocabulary import PROBLEM_SEVERITY, SEVERITIES, VERDICTS
 
 INSTANCE_LABELS = ("pod", "instance")
 GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's own pod label is renamed on scrape
-SEVERITY = ("weights_dont_fit", "kv_cache_too_small", "external_pressure", "other_failure", "preemption_slowdown",
-            "inconclusive", "healthy")
 CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
 KEY_FIGURES = ("kv_cache_usage_max", "saturated_share", "preemptions", "preemptions_since_start",
                "preemption_rate_per_min", "preemptions_per_request_mean", "requests_preempted_share", "waiting_max", "waiting_growth", "ttft_p95_seconds",
@@ -87,15 +86,18 @@ def unit_name(unit: Unit, units: Sequence[Unit], fallback: str) -> str:
     return " ".join(parts) or fallback
 
 
-def severity(diagnosis: Diagnosis) -> tuple[int, int, int]:
-    """Problems first, the most certain of them first, then the more severe; then inconclusive, healthy."""
-    group = {"inconclusive": 1, "healthy": 2}.get(diagnosis.verdict, 0)
-    return group, CONFIDENCE_RANK.get(diagnosis.confidence, 3), SEVERITY.index(diagnosis.verdict)
+def severity(diagnosis: Diagnosis, severity_of: Mapping[str, str]) -> tuple[int, int, int, int]:
+    """Problems (severity warning and up) first, the most certain of them first, then the more severe;
+    then the milder classes (inconclusive, healthy), the more severe first. `severity_of`: each verdict's
+    severity (its class in rules/classes/)."""
+    rank, floor = SEVERITIES.index(severity_of[diagnosis.verdict]), SEVERITIES.index(PROBLEM_SEVERITY)
+    return (max(floor - rank, 0), CONFIDENCE_RANK.get(diagnosis.confidence, 3), -rank,
+            VERDICTS.index(diagnosis.verdict))
 
 
-def worst(diagnoses: Sequence[Diagnosis]) -> int:
+def worst(diagnoses: Sequence[Diagnosis], severity_of: Mapping[str, str]) -> int:
     """Index of the diagnosis that decides the overall verdict."""
-    return min(range(len(diagnoses)), key=lambda i: (severity(diagnoses[i]), i))
+    return min(range(len(diagnoses)), key=lambda i: (severity(diagnoses[i], severity_of), i))
 
 
 def _figures(diagnosis: Diagnosis) -> dict[str, object]:

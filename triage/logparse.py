@@ -15,9 +15,11 @@ import re
 from typing import Iterable, Iterator
 
 from .envelope import Record, records
-from .model import KV_SATURATED, PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
+from .logtime import month_day_time
+from .model import CoverageGroup, InputSummary, LogEvent, SourceRef
 from .redact import Redactor, clip
 from .signatures import MatchBudget, Signature, SignatureSet
+from .vocabulary import KV_SATURATED, PHASE_RANK
 
 MAX_EVIDENCE_CHARS = 600
 REDACT_WINDOW = MAX_EVIDENCE_CHARS + 16_384   # what an unrecognised line is redacted over (a secret is < 8 KiB)
@@ -220,17 +222,6 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
 
 # --- merging several files into one incident ------------------------------------------------------
 
-_VLLM_TIME = re.compile(r"^(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)$")
-_ISO_TIME = re.compile(r"^\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)")
-
-
-def _time_key(stamp: str | None) -> tuple[int, ...] | None:
-    if not stamp:
-        return None
-    m = _VLLM_TIME.match(stamp) or _ISO_TIME.match(stamp)
-    return tuple(int(g) for g in m.groups()) if m else None
-
-
 def _keyed(events: Iterable[LogEvent], file_index: int) -> Iterator[tuple[tuple, LogEvent]]:
     """Sort keys from vLLM's yearless timestamps: carried forward over lines without one, and a
     year added when the month wraps (12-31 -> 01-01). File order breaks ties; a file with no
@@ -238,7 +229,7 @@ def _keyed(events: Iterable[LogEvent], file_index: int) -> Iterator[tuple[tuple,
     year = 0
     last: tuple[int, ...] = (0, 0, 0, 0, 0)
     for position, event in enumerate(events):
-        key = _time_key(event.timestamp)
+        key = month_day_time(event.timestamp)
         if key is not None:
             if key[0] < last[0] and last[0] == 12 and key[0] == 1:
                 year += 1

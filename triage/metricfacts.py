@@ -15,6 +15,7 @@ from .metricparse import MetricSample, sample_value
 from .metricseries import (counter_increase, histogram_quantile, histogram_window, per_scrape, time_at_or_above,
                            window_seconds)
 from .model import Fact, SourceRef
+from .vocabulary import KV_SATURATED
 
 # Each tuple lists one quantity's names, preferred first; only the first name present is read.
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
@@ -43,7 +44,6 @@ HISTOGRAMS = (
 QUANTILES = (("p50", 0.5), ("p95", 0.95))
 DCGM_USED, DCGM_FREE, DCGM_RESERVED = "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED"
 V0_ONLY = ("vllm:num_requests_swapped", "vllm:cpu_cache_usage_perc", "vllm:gpu_prefix_cache_hit_rate")
-SATURATED = 0.95
 MIB_PER_GIB = 1024.0
 
 
@@ -146,10 +146,10 @@ def _kv_usage(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
     facts["kv_cache_usage_max"] = _fact("kv_cache_usage_max", top[2], [top[3].source])
     facts["kv_cache_usage_mean"] = _fact("kv_cache_usage_mean", sum(lv[2] for lv in levels) / len(levels),
                                          [levels[0][3].source, levels[-1][3].source], f"mean of {len(levels)} scrapes")
-    saturated = [lv for lv in levels if lv[2] >= SATURATED]
+    saturated = [lv for lv in levels if lv[2] >= KV_SATURATED]
     facts["saturated_intervals"] = _fact("saturated_intervals", len(saturated), [lv[3].source for lv in saturated],
-                                         f"scrapes with KV cache usage >= {SATURATED:.0%}")
-    timed = time_at_or_above(levels, SATURATED)
+                                         f"scrapes with KV cache usage >= {KV_SATURATED:.0%}")
+    timed = time_at_or_above(levels, KV_SATURATED)
     if timed is not None:
         above, observed = timed
         evidence = [lv[3].source for lv in saturated] or [levels[0][3].source]
@@ -185,10 +185,10 @@ def _queue_at_capacity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> 
     both = sorted(s for s in usage if s in waiting)
     if not both:
         return
-    full = [s for s in both if usage[s][0] >= SATURATED and waiting[s] > 0]
+    full = [s for s in both if usage[s][0] >= KV_SATURATED and waiting[s] > 0]
     refs = [usage[s][1].source for s in full] or [usage[both[-1]][1].source]
     facts["saturated_queue_intervals"] = _fact("saturated_queue_intervals", len(full), refs,
-                                               f"scrapes with KV cache usage >= {SATURATED:.0%} and requests waiting")
+                                               f"scrapes with KV cache usage >= {KV_SATURATED:.0%} and requests waiting")
     facts["saturated_queue_share"] = _fact("saturated_queue_share", len(full) / len(both), refs,
                                            f"{len(full)} of {len(both)} scrapes")
     stalled = []

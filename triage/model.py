@@ -8,32 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-# The phases of a vLLM startup, in the order they happen. A failure's phase is evidence.
-PHASES: tuple[str, ...] = (
-    "initialization",       # process and device set-up, the free-memory check, NCCL init
-    "loading_weights",
-    "memory_profiling",
-    "kv_cache_allocation",
-    "cuda_graph_capture",   # graph capture and warm-up, after the KV cache was sized
-    "serving",
-)
-PHASE_RANK: Mapping[str, int] = {p: i for i, p in enumerate(PHASES)}
-
-VERDICTS: tuple[str, ...] = (
-    "weights_dont_fit",
-    "kv_cache_too_small",
-    "external_pressure",
-    "preemption_slowdown",
-    "healthy",
-    "other_failure",
-    "inconclusive",
-)
-CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
-# KV cache usage (0-1) from which a stats interval or a scrape counts as a full cache.
-KV_SATURATED = 0.95
-# How bad a verdict is, mildest first (set per verdict in rules/classes/*.toml); --fail-on gates on it.
-SEVERITIES: tuple[str, ...] = ("ok", "info", "warning", "critical")
-
 
 @dataclass(frozen=True, slots=True)
 class SourceRef:
@@ -309,7 +283,8 @@ class Report:
     redactions: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     fleet: FleetView | None = None             # several instances or engines, or a Prometheus query
-    severity: str | None = None                # the verdict's severity (SEVERITIES), for gating
+    severity: str | None = None                # the verdict's severity (vocabulary.SEVERITIES), for gating
+    heading: str | None = None                 # the verdict's short title (its class's `heading`), to lead with
     runbook: str | None = None                 # the verdict's runbook page (docs/runbooks/) or the team's URL
     suppressions: tuple[Suppression, ...] = ()  # every suppression in force, fired or not
     window: TimeWindow | None = None           # --since/--until, when given

@@ -168,7 +168,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     else:
         runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
                                                         gpu_facts=gpu_facts, given=given), None, True))
-    chosen = runs[worst([r.diagnosis for r in runs])]
+    chosen = runs[worst([r.diagnosis for r in runs], kit.rules.severities())]
     last = chosen.diagnosis
     summaries = (history.earlier if chosen.with_log else []) + [_summary(chosen.attempt, last)]
     unrecognised: list[CoverageGroup] = sorted((g for p in parses for g in p.unrecognised),
@@ -192,6 +192,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                   warnings=tuple(w for inp in inputs for w in inp.warnings) + tuple(extra_warnings),
                   fleet=_fleet_view(runs, chosen, origin, metric_inputs, joined and bool(inputs)),
                   severity=kit.rules.classes[last.verdict].severity,
+                  heading=kit.rules.classes[last.verdict].heading,
                   runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
                   suppressions=kit.suppressions, window=kept_window)
 

@@ -16,14 +16,14 @@ from typing import Any, Iterable, Mapping
 
 from .errors import RuleError
 from .facts import FACTS
-from .model import CONFIDENCES, SEVERITIES, VERDICTS
+from .vocabulary import CONFIDENCES, FACT_VALUES, SEVERITIES, VERDICTS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")
 _NODE_KEYS = {"id", "parent", "order", "title", "when", "verdict", "confidence", "summary", "why", "settle", "fixes",
               "references", "evidence", "examples"}
 _CONDITION_KEYS = {"fact", "op", "value", "value_fact", "scale", "all", "any", "not"}
 _EXAMPLE_KEYS = {"fixture", "log", "metrics", "expect"}
-_CLASS_KEYS = {"verdict", "title", "ruled_out", "runbook", "severity"}
+_CLASS_KEYS = {"verdict", "title", "heading", "ruled_out", "runbook", "severity"}
 _RULED_OUT_KEYS = {"when", "reason"}
 
 
@@ -87,6 +87,7 @@ class VerdictClass:
     runbook: str
     ruled_out: tuple[RuledOutCheck, ...]
     severity: str                                 # one of SEVERITIES: what --fail-on and alerts gate on
+    heading: str = ""                             # the short title a report leads with ("Weights don't fit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,10 @@ class RuleSet:
     children: Mapping[str, tuple[Node, ...]]
     classes: Mapping[str, VerdictClass]
     directory: Path
+
+    def severities(self) -> dict[str, str]:
+        """Each verdict's severity, as its class gives it."""
+        return {verdict: cls.severity for verdict, cls in self.classes.items()}
 
 
 def default_rules_dir() -> Path:
@@ -175,10 +180,22 @@ def parse_condition(path: Path, key: str, raw: Any) -> Condition:
                         if spec.type not in (int, float) else f"'{op}' needs a number")
     if op in ("==", "!=") and value is not None and spec.type is bool and not isinstance(value, bool):
         raise RuleError(str(path), f"{key}.value", f"{fact} is true/false", "write value = true or value = false")
+    if fact in FACT_VALUES and op in ("==", "!=", "in", "not_in") and value is not None:
+        _check_words(path, key, fact, value)
     scale = raw.get("scale", 1.0)
     if not isinstance(scale, (int, float)) or "scale" in raw and value_fact is None:
         raise RuleError(str(path), f"{key}.scale", "scale multiplies value_fact and must be a number")
     return Condition(key=key, fact=fact, op=op, value=value, value_fact=value_fact, scale=float(scale))
+
+
+def _check_words(path: Path, key: str, fact: str, value: Any) -> None:
+    """A fact whose values are words of the vocabulary (failure kinds, phases) compared to another word
+    is a typo: the condition could never hold."""
+    words = FACT_VALUES[fact]
+    items = [(f"{key}.value[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [(f"{key}.value", value)]
+    for where, word in items:
+        if not isinstance(word, str) or word not in words:
+            raise RuleError(str(path), where, f"{fact} is never {word!r}", _hint(str(word), words, "words"))
 
 
 def _check_template(path: Path, key: str, template: str) -> None:
@@ -274,7 +291,12 @@ def _load_classes(directory: Path) -> dict[str, VerdictClass]:
                 raise RuleError(str(path), f"ruled_out[{i}]", "needs when and reason")
             _check_template(path, f"ruled_out[{i}].reason", entry["reason"])
             checks.append(RuledOutCheck(parse_condition(path, f"ruled_out[{i}].when", entry["when"]), entry["reason"]))
-        classes[verdict] = VerdictClass(verdict, raw.get("title", verdict), raw.get("runbook", ""), tuple(checks), severity)
+        for key in ("title", "heading"):
+            if not isinstance(raw.get(key, ""), str):
+                raise RuleError(str(path), key, "must be a string")
+        title = raw.get("title", verdict)
+        classes[verdict] = VerdictClass(verdict, title, raw.get("runbook", ""), tuple(checks), severity,
+                                        raw.get("heading", title))
     missing = [v for v in VERDICTS if v not in classes]
     if missing:
         raise RuleError(str(folder), "classes", f"no class file for {', '.join(missing)}", "add rules/classes/<verdict>.toml")

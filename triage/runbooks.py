@@ -9,8 +9,8 @@ import difflib
 from importlib import resources
 
 from .errors import InputError
-from .model import VERDICTS
 from .ruleset import RuleSet
+from .vocabulary import VERDICTS
 
 SECTIONS = ("Meaning", "Impact", "Diagnosis", "Mitigation")
 

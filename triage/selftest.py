@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import InputError
-from .model import VERDICTS
 from .pipeline import Toolkit, build_report
 from .redact import Redactor
 from .sources import open_log
+from .vocabulary import VERDICTS
 
 _REQUIRED = ("file", "verdict")
 

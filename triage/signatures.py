@@ -23,8 +23,8 @@ except ImportError:         # no wheel for this platform: the regex trie below f
     ahocorasick_rs = None
 
 from .errors import RuleError
-from .model import PHASES
 from .scan import bulk_pattern
+from .vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES
 
 MATCH_TIMEOUT_S = 0.25      # a pathological user regex must not hang the tool: each search gets this long
 SLOW_BUDGET_S = 5.0         # per input: once timeouts have cost this much, patterns that timed out are skipped
@@ -503,6 +503,13 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
         if fname not in pattern.groupindex:
             raise RuleError(where, f"{key}.fields.{fname}", "the regex has no group of that name",
                             f"add (?P<{fname}>...) to the regex")
+    if entry["kind"] not in EVENT_KINDS:
+        raise RuleError(where, f"{key}.kind", f"unknown event kind {entry['kind']!r}",
+                        _did_you_mean(entry["kind"], EVENT_KINDS) or "the kinds the code reads are EVENT_KINDS in triage/vocabulary.py")
+    failure = entry.get("failure")
+    if failure is not None and (not isinstance(failure, str) or failure not in FAILURE_KINDS):
+        raise RuleError(where, f"{key}.failure", f"unknown failure kind {failure!r}",
+                        _did_you_mean(str(failure), FAILURE_KINDS) or f"one of {', '.join(sorted(FAILURE_KINDS))}")
     sets = entry.get("sets", {})
     if not isinstance(sets, dict):
         raise RuleError(where, f"{key}.sets", "must be a table of name = constant value")
@@ -525,7 +532,7 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
         raise RuleError(where, f"{key}.also", "must be a list of signature ids")
     return Signature(
         id=entry["id"], kind=entry["kind"], anchor=entry["anchor"], pattern=pattern, fields=dict(fields), sets=dict(sets),
-        phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=entry.get("failure"),
+        phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=failure,
         weak=bool(entry.get("weak", False)), catch_all=bool(entry.get("catch_all", False)),
         generic=bool(entry.get("generic", False)), bulk=bool(entry.get("bulk", False)), samples=tuple(samples), also=tuple(also),
         versions=str(entry.get("versions", "")), origin=where,

@@ -30,13 +30,11 @@ import regex
 
 from .errors import InputError
 from .logparse import split_attempts
+from .logtime import month_day_time
 from .metricparse import MetricSample
 from .model import LogEvent, TimeWindow
 from .signatures import SignatureSet
 
-_VLLM = regex.compile(r"^(\d\d)-(\d\d)[ T](\d\d):(\d\d)(?::(\d\d))?$")
-_SYSLOG = regex.compile(r"^(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d\d):(\d\d):(\d\d)$")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _ISO = regex.compile(r"^(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d+))?)?)?\s*(Z|[+-]\d\d:?\d\d)?$")
 _CLOCK = regex.compile(r"^(\d{1,2}):(\d\d)(?::(\d\d))?$")
 _DURATION = regex.compile(r"^(?:(\d+(?:\.\d+)?)\s*([smhdw]))+$")
@@ -69,19 +67,6 @@ def parse_iso(text: str) -> datetime | None:
     return when
 
 
-def _yearless(text: str | None) -> tuple[int, int, int, int, int] | None:
-    """vLLM's `MM-DD HH:MM:SS` (or syslog's `Jul 07 15:19:48`) as numbers; None for anything else."""
-    if not text:
-        return None
-    m = _VLLM.match(text.strip())
-    if m:
-        return tuple(int(g or 0) for g in m.groups())  # type: ignore[return-value]
-    m = _SYSLOG.match(text.strip())
-    if m:
-        return (_MONTHS.index(m[1]) + 1, int(m[2]), int(m[3]), int(m[4]), int(m[5]))
-    return None
-
-
 def _wall(text: str | None) -> datetime | None:
     """A collector's time with a year: ISO, or Unix seconds as JSON collectors write them."""
     if not text:
@@ -106,7 +91,7 @@ def _nearest_year(stamp: tuple[int, int, int, int, int], anchor: datetime) -> da
 def resolve_times(events: Sequence[LogEvent], now: datetime) -> tuple[list[datetime | None], str]:
     """One time per event of one input (see the module docstring), and a sentence saying how."""
     walls = [_wall(e.wall_time) or _wall(e.timestamp) for e in events]
-    stamps = [_yearless(e.timestamp) for e in events]
+    stamps = [month_day_time(e.timestamp) for e in events]
     times: list[datetime | None] = list(walls)
     pending = [i for i, (w, s) in enumerate(zip(walls, stamps)) if w is None and s is not None]
     anchors = [i for i, w in enumerate(walls) if w is not None]
@@ -168,7 +153,7 @@ def parse_time(text: str, flag: str, end: datetime, now: datetime) -> datetime |
     iso = parse_iso(value)
     if iso is not None:
         return iso
-    yearless = _yearless(value)
+    yearless = month_day_time(value)
     if yearless is not None:
         got = _nearest_year(yearless, end)
         if got is not None:

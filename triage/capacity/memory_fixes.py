@@ -5,10 +5,19 @@ import dataclasses
 import math
 
 from ..model import Fix
+from ..vocabulary import default_gpu_memory_utilization
 from .kv_fixes import tensor_parallel_sizes
+from .model import version_tuple
 from .registry import (DOCS_ENGINE_ARGS, DOCS_MEMORY, DOCS_TROUBLESHOOTING, HEADROOM_MARGIN_GIB,
                        MIN_KV_SHARE_FOR_WEIGHTS, NOTHING_GIVEN, SAFETY_MARGIN_RATIO, Facts, Given, floor2, geometry,
                        outcome, solver, starts, value_of, verified, weight_needs, weights_needed)
+
+
+def _utilization(facts: Facts) -> float:
+    """The --gpu-memory-utilization the incident ran with: the log's, else its release's default."""
+    return value_of(facts, "gpu_memory_utilization") or default_gpu_memory_utilization(
+        version_tuple(value_of(facts, "vllm_version")))
+
 
 # --- weights_dont_fit ---------------------------------------------------------------------------------
 
@@ -16,7 +25,7 @@ from .registry import (DOCS_ENGINE_ARGS, DOCS_MEMORY, DOCS_TROUBLESHOOTING, HEAD
 @solver("tensor_parallel_for_weights")
 def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The smallest --tensor-parallel-size whose weight slice leaves room for activations and KV."""
-    total, util = value_of(facts, "gpu_total_gib"), value_of(facts, "gpu_memory_utilization") or 0.9
+    total, util = value_of(facts, "gpu_total_gib"), _utilization(facts)
     needed = weights_needed(facts, given)
     weights = needed.gib
     tp_now = value_of(facts, "tensor_parallel_size") or 1
@@ -72,7 +81,7 @@ def smaller_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
 @solver("cpu_offload")
 def cpu_offload(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """--cpu-offload-gb for the weights that do not fit on the GPU."""
-    total, util = value_of(facts, "gpu_total_gib"), value_of(facts, "gpu_memory_utilization") or 0.9
+    total, util = value_of(facts, "gpu_total_gib"), _utilization(facts)
     needed = weights_needed(facts, given)
     tp = value_of(facts, "tensor_parallel_size") or 1
     if not total or not needed.gib:

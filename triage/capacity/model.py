@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..model import Fact
+from ..vocabulary import DEFAULT_BLOCK_SIZE, GRAPH_BUDGET_RELEASE, default_gpu_memory_utilization
 from .hfconfig import ModelSpec, Quantization, int_quantization
 
 GIB = 1 << 30
-DEFAULT_BLOCK_SIZE = 16
 LOAD_RESERVE_GIB = 0.5        # CUDA context and allocator slack outside torch's figures while loading
 LOGGED, DERIVED, ASSUMED, CONFIG, GIVEN = "logged", "derived", "assumed", "config", "given"
 
@@ -242,7 +242,7 @@ def _era(facts: Mapping[str, Fact]) -> tuple[str, str]:
         profiled = any(n in facts for n in ("activation_gib", "non_torch_gib", "kv_cache_gib"))
         return ("v0-profile" if profiled or (version and version >= (0, 6, 4)) else "v0-blocks"), engine
     in_budget = facts["cuda_graph_in_budget"].value if "cuda_graph_in_budget" in facts else \
-        bool(version and version >= (0, 20))
+        bool(version and version >= GRAPH_BUDGET_RELEASE)
     if in_budget:
         return "v1-graph-budget", engine
     return ("v1-usage" if "activation_gib" in facts else "v1"), engine
@@ -265,7 +265,7 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
     version = version_tuple(facts["vllm_version"].value if "vllm_version" in facts else None)
     utilization = _fig(facts, "gpu_memory_utilization")
     if utilization is None:
-        default = 0.92 if version and version >= (0, 20) else 0.9
+        default = default_gpu_memory_utilization(version)
         utilization = Figure(default, ASSUMED, f"not in the log; vLLM's default {default}")
         settings = settings.replace(gpu_memory_utilization=default)
     total = _fig(facts, "gpu_total_gib")
@@ -278,7 +278,7 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
         weights = Figure(round(spec.weights_gib(settings.tensor_parallel_size, settings.pipeline_parallel_size,
                                                 _quantization(settings, spec), dtype_bytes(settings.dtype)), 4),
                          CONFIG, spec.path)
-    block = _fig(facts, "block_size") or Figure(DEFAULT_BLOCK_SIZE, ASSUMED, "not in the log; vLLM's default 16")
+    block = _fig(facts, "block_size") or Figure(DEFAULT_BLOCK_SIZE, ASSUMED, f"not in the log; vLLM's default {DEFAULT_BLOCK_SIZE}")
     kv, tokens = _fig(facts, "kv_cache_gib"), _fig(facts, "kv_cache_tokens")
     per_token = None
     if kv is not None and tokens is not None and tokens.value > 0 and kv.value > 0:

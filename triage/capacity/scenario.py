@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..model import Fact
+from ..vocabulary import DEFAULT_BLOCK_SIZE, GRAPH_BUDGET_RELEASE, default_gpu_memory_utilization
 from .hfconfig import ModelSpec
 from .lengths import Lengths
-from .model import (ASSUMED, CONFIG, DEFAULT_BLOCK_SIZE, DERIVED, GIB, GIVEN, Figure, Geometry, Settings, _quantization,
+from .model import (ASSUMED, CONFIG, DERIVED, GIB, GIVEN, Figure, Geometry, Settings, _quantization,
                     calibrate, dtype_bytes, kv_value_bytes, version_tuple)
 from .predict import Prediction, blocks_for, predict, requests_held
 
@@ -122,13 +123,13 @@ def config_geometry(spec: ModelSpec, gpu_total_gib: float, settings: Settings, v
                     sliding_window: bool = True) -> Geometry:
     """What a startup of this model on this GPU would log, every figure not in config.json assumed and said so."""
     version = version_tuple(vllm_version)
-    if version is None or version >= (0, 20):
+    if version is None or version >= GRAPH_BUDGET_RELEASE:
         era, engine = "v1-graph-budget", "v1"
     elif version >= (0, 8):
         era, engine = "v1", "v1"
     else:
         era, engine = ("v0-profile" if version >= (0, 6, 4) else "v0-blocks"), "v0"
-    default_util = 0.92 if era == "v1-graph-budget" else 0.9
+    default_util = default_gpu_memory_utilization(GRAPH_BUDGET_RELEASE if era == "v1-graph-budget" else version)
     util = Figure(settings.gpu_memory_utilization, GIVEN) if settings.gpu_memory_utilization else \
         Figure(default_util, ASSUMED, f"not set; vLLM's default {default_util}")
     big = gpu_total_gib >= 70
@@ -170,7 +171,7 @@ def config_geometry(spec: ModelSpec, gpu_total_gib: float, settings: Settings, v
                               f"{ASSUMED_GRAPH_GIB} GiB (0.2-1.9 GiB in measured startups)"),
         kv_gib=Figure(kv, DERIVED, eq), kv_tokens=Figure(tokens, DERIVED, "blocks x block size"),
         bytes_per_token=Figure(per_token, CONFIG, "layers x KV heads per GPU x head dim x 2 x bytes"),
-        block_size=Figure(block, ASSUMED, "vLLM's default 16"), spec=spec)
+        block_size=Figure(block, ASSUMED, f"vLLM's default {DEFAULT_BLOCK_SIZE}"), spec=spec)
 
 
 def check(spec: ModelSpec | None, facts: Mapping[str, Fact] | None, gpu_total_gib: float | None, settings: Settings,

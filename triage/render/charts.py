@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..model import Fact, RankMemory, SourceRef, TimelinePoint
+from ..vocabulary import KV_SATURATED
 from .common import MEMORY_PARTS, format_value
-from .decision import SATURATED, Comparison
+from .decision import Comparison
 
 VIEW_WIDTH = 1000.0     # SVG user units across every chart
 CHART_HEIGHT = 100.0
@@ -362,7 +363,7 @@ def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None,
     if any(v is not None for v in kv):
         charts.append(TimeChart("kv", "KV cache usage", "%", (Series(
             "kv", "KV cache usage", "area", _area_path(kv, xs, 100.0), _line_path(kv, xs, 100.0)),),
-            y_ticks=_y_ticks(100.0, "%"), limit=(_y(100.0 * SATURATED, 100.0), f"{100 * SATURATED:.0f} %: saturated")))
+            y_ticks=_y_ticks(100.0, "%"), limit=(_y(100.0 * KV_SATURATED, 100.0), f"{100 * KV_SATURATED:.0f} %: saturated")))
     else:
         charts.append(TimeChart("kv", "KV cache usage", "", (), "the stats lines do not give KV cache usage"))
     top = max([v for v in (*running, *waiting) if v is not None] or [0.0])

@@ -8,16 +8,6 @@ from typing import Any, Iterable, Mapping
 from ..facts import FACTS
 from ..model import Fact, Finding, FleetView, Fix, LaunchCommand, Report, SourceRef, TimeWindow
 
-VERDICT_TITLES: Mapping[str, str] = {
-    "weights_dont_fit": "Weights don't fit",
-    "kv_cache_too_small": "KV cache too small",
-    "external_pressure": "External memory pressure",
-    "preemption_slowdown": "Preemption slowdown",
-    "healthy": "Healthy",
-    "other_failure": "Other failure (not memory)",
-    "inconclusive": "Inconclusive",
-}
-
 # The GPU memory picture, in the order the issue draws it. (fact, label)
 MEMORY_PARTS: tuple[tuple[str, str], ...] = (
     ("weights_gib", "Weights"),
@@ -70,8 +60,9 @@ def clip(text: str, limit: int = MAX_PROSE) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def verdict_title(verdict: str) -> str:
-    return VERDICT_TITLES.get(verdict, verdict.replace("_", " "))
+def verdict_title(report: Report) -> str:
+    """The verdict's short title, from its class in rules/classes/ (the report carries it)."""
+    return report.heading or report.diagnosis.verdict.replace("_", " ")
 
 
 def lead_finding(report: Report) -> Finding | None:

@@ -12,9 +12,8 @@ from typing import Mapping
 
 from ..capacity.registry import weights_needed
 from ..model import Fact, Report
+from ..vocabulary import KV_SATURATED
 from .common import attempts_sentence, format_value
-
-SATURATED = 0.95          # KV usage from which vLLM queues and preempts (the rules' and alerts' line)
 
 
 @dataclass(frozen=True)
@@ -129,7 +128,7 @@ def _kv_usage(facts: Mapping[str, Fact]) -> Comparison | None:
     if peak is None:
         return None
     return Comparison("KV cache usage, peak, %", (Figure("peak", 100 * peak, "%", "kv_cache_usage_max"),),
-                      Figure("saturated", 100 * SATURATED, "%"))
+                      Figure("saturated", 100 * KV_SATURATED, "%"))
 
 
 def _preemption(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, ...]]:
@@ -140,7 +139,7 @@ def _preemption(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison
         parts.append(f"{format_value(int(count), 'preemptions')}"
                      + (f" ({format_value(rate, 'per minute')})" if rate is not None else ""))
     if peak is not None:
-        parts.append(f"KV cache peaked at {100 * peak:.3g} % (saturated from {100 * SATURATED:.0f} %)")
+        parts.append(f"KV cache peaked at {100 * peak:.3g} % (saturated from {100 * KV_SATURATED:.0f} %)")
     if waiting:
         parts.append(f"up to {format_value(int(waiting), 'requests')} waiting")
     row = _kv_usage(facts)
@@ -152,7 +151,7 @@ def _healthy(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, .
     parts = []
     if peak is not None:
         parts.append(f"KV cache peaked at {100 * peak:.3g} %, "
-                     f"{'below' if peak < SATURATED else 'above'} the {100 * SATURATED:.0f} % saturation line")
+                     f"{'below' if peak < KV_SATURATED else 'above'} the {100 * KV_SATURATED:.0f} % saturation line")
     if count is not None:
         parts.append(f"preemptions: {int(count):,}")
     row = _kv_usage(facts)

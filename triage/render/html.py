@@ -104,7 +104,7 @@ def context(report: Report) -> dict[str, Any]:
         "report": report,
         "d": d,
         "lead": lead,
-        "title": verdict_title(d.verdict),
+        "title": verdict_title(report),
         "findings": [(f, [log_line(r) for r in f.evidence[:MAX_EVIDENCE_LINES]],
                       max(0, len(f.evidence) - MAX_EVIDENCE_LINES)) for f in d.findings],
         "fixes": [(i, f, unchecked_note(f) if fix_is_unchecked(f) else None) for i, f in listed_fixes(d.fixes)[0]],

@@ -101,7 +101,7 @@ def render_markdown(report: Report, **_: Any) -> str:
     d = report.diagnosis
     lead = lead_finding(report)
     severity = f", severity {report.severity}" if report.severity else ""
-    out: list[str] = [f"### vtriage: {prose(verdict_title(d.verdict))} ({d.confidence} confidence{severity})", ""]
+    out: list[str] = [f"### vtriage: {prose(verdict_title(report))} ({d.confidence} confidence{severity})", ""]
     out += _fleet(report)
     first = decision.lead(report)
     leading = [(label, text) for label, text in (("Decided by", first.decided_by), ("Restarts", first.restarts),

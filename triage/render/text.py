@@ -42,7 +42,7 @@ def _line(ref: SourceRef, style: _Style) -> str:
     return f"  {style(ref.where(), 'cyan')}  {text}"
 
 
-def _fleet(fleet: FleetView, s: "_Style") -> list[str]:
+def _fleet(fleet: FleetView, title: str, s: "_Style") -> list[str]:
     out = [s(f"FLEET  {fleet_heading(fleet)}", "bold")]
     width = max(len(i.name) for i in fleet.instances)
     vwidth = max(len(i.verdict) for i in fleet.instances)
@@ -51,7 +51,7 @@ def _fleet(fleet: FleetView, s: "_Style") -> list[str]:
         out.append(f"  {inst.name.ljust(width)}  {s(inst.verdict.ljust(vwidth), colour)}  {instance_figures(inst.figures)}")
         for reason in inst.stands_out:
             out.append(s(f"  {' ' * width}  ^ stands out: {reason}", "yellow"))
-    out.append(f"Overall: {s(verdict_title(fleet.verdict).upper(), 'bold')} ({fleet_tally(fleet)}). "
+    out.append(f"Overall: {s(title.upper(), 'bold')} ({fleet_tally(fleet)}). "
                f"In detail: {fleet.detail}")
     out.append("")
     return out
@@ -77,9 +77,9 @@ def _suppressed(report: Report, s: _Style) -> list[str]:
 def render_text(report: Report, color: bool = False, **_: Any) -> str:
     s = _Style(color)
     d = report.diagnosis
-    out: list[str] = _fleet(report.fleet, s) if report.fleet else []
+    out: list[str] = _fleet(report.fleet, verdict_title(report), s) if report.fleet else []
     lead = d.findings[0] if d.findings else None
-    title = verdict_title(d.verdict).upper()
+    title = verdict_title(report).upper()
     out.append(s(f"{title}", "bold", _VERDICT_COLOUR.get(d.verdict, "red")) + s(f"  ({d.confidence} confidence)", "dim"))
     first = decision.lead(report)
     for label, text in (("Decided by", first.decided_by), ("Restarts", first.restarts), ("Impact", first.impact)):

@@ -1,0 +1,103 @@
+"""The closed vocabulary every stage shares: verdicts, phases, event and failure kinds, thresholds
+and vLLM's defaults by version, defined once here.
+
+Rules and signatures are data that name these words; they are checked against this module when they
+load (ruleset.py, signatures.py), so a typo is a load error with a "did you mean", not a rule that
+never fires. A verdict's title and severity are the verdict class's own (rules/classes/*.toml); the
+verdicts themselves, in reading order, are named here and every class file must match one.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+# The verdicts, in the order a person reads them (the memory classes first). rules/classes/ holds one
+# file per verdict, with its title and severity; ruleset.py refuses a class or rule naming another.
+VERDICTS: tuple[str, ...] = (
+    "weights_dont_fit",
+    "kv_cache_too_small",
+    "external_pressure",
+    "preemption_slowdown",
+    "healthy",
+    "other_failure",
+    "inconclusive",
+)
+UNDECIDED = "inconclusive"      # what is left when nothing decides: never "ruled out"
+CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+# How bad a verdict is, mildest first (set per verdict in rules/classes/*.toml); --fail-on gates on it.
+SEVERITIES: tuple[str, ...] = ("ok", "info", "warning", "critical")
+PROBLEM_SEVERITY = "warning"    # from here up a verdict is a problem to act on
+
+
+def problems_first(severity_of: Mapping[str, str]) -> tuple[str, ...]:
+    """The verdicts with the problems (severity warning and up) first, then the rest, each group in
+    VERDICTS order: the order in which a report lists the classes it ruled out."""
+    floor = SEVERITIES.index(PROBLEM_SEVERITY)
+    return tuple(sorted(VERDICTS, key=lambda v: (SEVERITIES.index(severity_of[v]) < floor, VERDICTS.index(v))))
+
+
+# The phases of a vLLM startup, in the order they happen. A failure's phase is evidence.
+PHASES: tuple[str, ...] = (
+    "initialization",       # process and device set-up, the free-memory check, NCCL init
+    "loading_weights",
+    "memory_profiling",
+    "kv_cache_allocation",
+    "cuda_graph_capture",   # graph capture and warm-up, after the KV cache was sized
+    "serving",
+)
+PHASE_RANK: Mapping[str, int] = {p: i for i, p in enumerate(PHASES)}
+
+# What a signature may say its line is (`kind`): rules/signatures/*.toml may use only these.
+EVENT_KINDS: frozenset[str] = frozenset({
+    # settings and versions
+    "args", "auto_fit", "engine_config", "max_model_len", "model_name", "platform", "version",
+    # startup progress and figures
+    "load_start", "shard_progress", "weights_progress", "weights_loaded", "checkpoint_size",
+    "memory_profile", "memory_usage", "kv_available", "kv_cache_size", "gpu_blocks", "max_concurrency",
+    "cuda_graph_profiling", "cuda_graph_pool", "graph_capture", "graph_captured", "graph_hint",
+    "long_context_warning", "engine_ready", "server_up",
+    # serving
+    "stats", "preemption", "serving_progress", "request", "shutdown",
+    # failures and their tracebacks
+    "cuda_oom", "cuda_error", "config_error", "engine_died", "exception", "free_memory_low", "host_oom",
+    "hub_auth", "kv_memory_low", "kv_too_small", "memory_profiling_error", "model_not_found", "nccl_error",
+    "no_cache_blocks", "no_gpu", "port_in_use", "request_rejected", "shared_memory", "unsupported_gpu",
+    "weights_load_failed", "worker_error", "traceback_start", "traceback_frame",
+})
+
+# What a signature may say failed (`failure`), and so the values of the fact failure_kind.
+FAILURE_KINDS: frozenset[str] = frozenset({
+    "config_error", "cuda_error", "cuda_oom", "engine_died", "exception", "free_memory_low", "host_oom",
+    "hub_auth", "hub_unreachable", "illegal_memory_access", "kv_memory_low", "kv_too_small",
+    "memory_profiling_error", "model_not_found", "nccl_error", "nccl_timeout", "no_cache_blocks", "no_gpu",
+    "port_in_use", "request_rejected", "shared_memory", "unidentified_error", "unsupported_gpu",
+})
+# Failures of GPU memory or of vLLM's memory sizing.
+MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low", "kv_memory_low",
+                             "memory_profiling_error"})
+# Failures that say something broke but not what: a specific failure on any line explains them.
+GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died"})
+# Failures of one request the server refuses and goes on from (a prompt longer than max_model_len).
+REQUEST_FAILURES = frozenset({"request_rejected"})
+
+# The facts whose values are words of this vocabulary: a rule comparing them to anything else is a typo.
+FACT_VALUES: Mapping[str, frozenset[str]] = {
+    "failure_kind": FAILURE_KINDS,
+    "failed_phase": frozenset(PHASES),
+    "reached_phase": frozenset(PHASES),
+}
+
+# KV cache usage (0-1) from which a stats interval or a scrape counts as a full cache: vLLM queues
+# and preempts from there (the rules', the alerts' and the decision card's line).
+KV_SATURATED = 0.95
+DEFAULT_BLOCK_SIZE = 16         # tokens per KV cache block when the log does not say
+
+
+# From this release vLLM sizes its CUDA graphs inside the memory budget and raised the default
+# --gpu-memory-utilization from 0.9 to 0.92 to make room for them.
+GRAPH_BUDGET_RELEASE: tuple[int, ...] = (0, 20)
+
+
+def default_gpu_memory_utilization(version: tuple[int, ...] | None) -> float:
+    """vLLM's default --gpu-memory-utilization in `version`: 0.9, and 0.92 from 0.20. An unknown
+    version counts as an older one: callers that model a current release pass GRAPH_BUDGET_RELEASE."""
+    return 0.92 if version is not None and version >= GRAPH_BUDGET_RELEASE else 0.9
