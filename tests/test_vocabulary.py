@@ -81,3 +81,19 @@ def test_version_and_exit_codes_read_the_same_in_every_help():
     for text in (whatif, check):
         assert "2 usage or input error" in text and "3 " in text
     assert isinstance(cli, click.Group)
+
+
+def test_the_reasoning_names_failures_and_phases_in_words_not_ids(kit):
+    """Ruled-out reasons and findings are read by people: 'it failed during weight loading', never the
+    ids rules and JSON use (cuda_oom, loading_weights, kv_cache_allocation)."""
+    from conftest import diagnose_files
+    from triage.vocabulary import FAILURE_KINDS, PHASES
+    ids = re.compile(r"\b(" + "|".join(sorted(w for w in FAILURE_KINDS | set(PHASES) if "_" in w)) + r")\b")
+    logs = sorted((FIXTURES / "logs").rglob("*.log"))
+    assert len(logs) > 50
+    for log in logs:
+        d = diagnose_files(kit, log).diagnosis
+        prose = [r.reason for r in d.ruled_out + d.not_assessed] + [f.summary for f in d.findings] \
+            + [f.why for f in d.findings]
+        for text in prose:
+            assert not ids.search(text), (log.name, text)

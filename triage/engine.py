@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from .facts import FACTS
 from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef, SuppressedFinding, Suppression
 from .ruleset import Condition, Node, RuleSet
-from .vocabulary import UNDECIDED, problems_first
+from .vocabulary import UNDECIDED, VALUE_WORDS, problems_first
 
 if TYPE_CHECKING:
     from .capacity.registry import Given
@@ -101,6 +101,10 @@ def _fill(template: str, facts: Mapping[str, Fact]) -> str:
         fact = facts.get(name)
         if fact is None:
             out.append("unknown")
+            continue
+        words = VALUE_WORDS.get(name)
+        if not spec and words is not None and fact.value in words:
+            out.append(words[fact.value])       # "weight loading", not loading_weights
             continue
         if not spec and isinstance(fact.value, int) and not isinstance(fact.value, bool):
             spec = ","          # 131,072 tokens, as every other figure in a report is written

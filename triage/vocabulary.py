@@ -86,6 +86,28 @@ FACT_VALUES: Mapping[str, frozenset[str]] = {
     "reached_phase": frozenset(PHASES),
 }
 
+# How prose names those words ("it failed during weight loading", "a GPU memory error (CUDA out of
+# memory)"): a report is read by people, the ids are for rules and JSON.
+PHASE_WORDS: Mapping[str, str] = {
+    "initialization": "initialization", "loading_weights": "weight loading", "memory_profiling": "memory profiling",
+    "kv_cache_allocation": "KV cache sizing", "cuda_graph_capture": "CUDA graph capture", "serving": "serving",
+}
+FAILURE_WORDS: Mapping[str, str] = {
+    "config_error": "a configuration error", "cuda_error": "a CUDA error", "cuda_oom": "CUDA out of memory",
+    "engine_died": "the engine died", "exception": "an exception", "free_memory_low": "too little free GPU memory",
+    "host_oom": "host memory exhausted", "hub_auth": "Hugging Face authentication", "hub_unreachable":
+    "Hugging Face unreachable", "illegal_memory_access": "an illegal memory access", "kv_memory_low":
+    "too little memory for the KV cache", "kv_too_small": "KV cache smaller than max_model_len",
+    "memory_profiling_error": "memory profiling disturbed", "model_not_found": "model not found",
+    "nccl_error": "an NCCL error", "nccl_timeout": "an NCCL timeout", "no_cache_blocks": "no memory left for KV cache blocks",
+    "no_gpu": "no GPU found", "port_in_use": "port in use", "request_rejected": "a request refused",
+    "shared_memory": "shared memory exhausted", "unidentified_error": "an error whose type is cut off",
+    "unsupported_gpu": "an unsupported GPU",
+}
+VALUE_WORDS: Mapping[str, Mapping[str, str]] = {
+    "failure_kind": FAILURE_WORDS, "failed_phase": PHASE_WORDS, "reached_phase": PHASE_WORDS,
+}
+
 # KV cache usage (0-1) from which a stats interval or a scrape counts as a full cache: vLLM queues
 # and preempts from there (the rules', the alerts' and the decision card's line).
 KV_SATURATED = 0.95
