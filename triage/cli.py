@@ -30,9 +30,12 @@ from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_co
 # The rest is imported where it is used: `vtriage --version` and a small log must not wait for HTTP,
 # templates, the capacity model, GPU probing or the self-test (see docs/performance.md, start-up).
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .gpu import GpuSnapshot
     from .httpget import HttpOptions
     from .metricinputs import MetricsRead
+    from .model import Fact
     from .pipeline import Toolkit
 
 DEFAULT_MAX_BYTES = "64MiB"    # httpget.MAX_BYTES, written out so the CLI starts without requests (a test holds them equal)
@@ -515,7 +518,7 @@ def _changes(options: dict) -> dict:
         ({"enforce_eager": True} if options.get("enforce_eager") else {})
 
 
-def _log_facts(path: str, rules_dir: str | None) -> dict:
+def _log_facts(path: str, rules_dir: str | None) -> Mapping[str, Fact]:
     from .redact import Redactor
     from .pipeline import build_report
     from .sources import open_log
@@ -659,7 +662,7 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
     if gpus is not None and needed > gpus:
         raise click.UsageError(f"tensor x pipeline parallel size is {needed}, but --gpus is {gpus}")
     lengths = None
-    if expect_prompt_tokens is not None:
+    if expect_prompt_tokens is not None and expect_output_tokens is not None:
         lengths = Lengths(0, float(expect_prompt_tokens), float(expect_output_tokens), None, None, (), "expected")
     elif metrics_files:
         lengths = _lengths_from_metrics(metrics_files)

@@ -207,6 +207,7 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str,
     trace = Trace()
     chosen = _walk(rules, rules.roots, facts, trace, (), suppressed)
     findings: list[Finding] = []
+    path_ids: tuple[str, ...]
     if chosen is None:
         verdict, confidence, path_ids = "inconclusive", "low", ()
     else:

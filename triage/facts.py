@@ -443,12 +443,12 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
         out.put("failing_processes", len(processes), [e.source for e in same])
     marker_rank, marker = _marker_phase(events, signatures, failure.seq)
     frame_rank, frame = _frame_phase(events, signatures, marker.seq if marker else -1, failure.process)
-    if frame_rank >= 0 and (frame_rank >= marker_rank or marker_rank < PHASE_RANK["serving"]):
+    if frame is not None and (frame_rank >= marker_rank or marker_rank < PHASE_RANK["serving"]):
         phase, why = frame_rank, [frame.source, failure.source]
         note = f"from the traceback: {frame.fields.get('func', 'a frame')} is part of {PHASES[frame_rank].replace('_', ' ')}"
         if frame.fields.get("func"):
             out.put("failed_function", frame.fields["func"], [frame.source])
-    elif marker_rank >= 0:
+    elif marker is not None:
         phase, why = marker_rank, [marker.source, failure.source]
         marker_sig = signatures.by_id[marker.signature]
         if marker_sig.phase_done and marker_sig.phase != PHASES[marker_rank]:

@@ -130,7 +130,7 @@ def _stands_out(figures: Mapping[str, object], everyone: Sequence[Mapping[str, o
     if isinstance(share, float) and share >= SATURATED_NOTABLE_SHARE:
         reasons.append(f"KV cache >= 95 % full for {share:.0%} of the window")
     ttft = figures.get("ttft_p95_seconds")
-    peers = [f["ttft_p95_seconds"] for f in everyone if isinstance(f.get("ttft_p95_seconds"), float)]
+    peers = [t for f in everyone if isinstance(t := f.get("ttft_p95_seconds"), float)]
     typical = _median(peers) if len(peers) >= 3 else None
     if isinstance(ttft, float) and typical and ttft >= SLOW_FACTOR * typical:
         reasons.append(f"time to first token p95 {ttft:.2f} s, {ttft / typical:.0f}x the fleet's median")

@@ -128,7 +128,7 @@ def _text(value: Any) -> str:
 
 def import_nvml() -> Any:
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError:
         raise GpuUnavailable("nvidia-ml-py is not installed (hint: pip install 'vtriage[gpu]', "
                              "or paste nvidia-smi output: vtriage gpu --from nvidia-smi.txt)") from None

@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 from dataclasses import dataclass, field
 import re
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from .envelope import Record, records
 from .model import KV_SATURATED, PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
@@ -364,7 +364,7 @@ def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
     return LogEvent(b.kind, b.signature, fields, b.process, b.level, b.timestamp, source, b.seq, b.wall_time)
 
 
-def _saturated_queue(fields: dict) -> int:
+def _saturated_queue(fields: Mapping[str, Any]) -> int:
     """Intervals of a (possibly merged) stats event where the cache was full and requests queued."""
     if "saturated_queue" in fields:
         return fields["saturated_queue"]

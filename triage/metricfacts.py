@@ -179,7 +179,7 @@ def _queues(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
 def _queue_at_capacity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
     """Scrapes where the KV cache was full while requests waited (the state preemption comes from), and
     the run of scrapes the metrics end with where requests wait, none runs and the cache is empty (a stall)."""
-    usage = {scrape: lv for scrape, *lv in ((lv[0], lv[2], lv[3]) for lv in per_scrape(_of(vllm, KV_USAGE), "max"))}
+    usage = {scrape: (value, sample) for scrape, _, value, sample in per_scrape(_of(vllm, KV_USAGE), "max")}
     waiting = {lv[0]: lv[2] for lv in per_scrape(_of(vllm, WAITING))}
     running = {lv[0]: lv[2] for lv in per_scrape(_of(vllm, RUNNING))}
     both = sorted(s for s in usage if s in waiting)

@@ -158,7 +158,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
             runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
                                                             gpu_facts=gpu_facts, given=given), None, True))
         own = history.last if joined else Attempt(index=1)
-        for unit in units or [None]:
+        for unit in units if units else [None]:
             facts = extract_metric_facts(unit.samples if unit else metric_samples, ordering)
             if not any(s.name.startswith("vllm:") for s in metric_samples):
                 facts.update(_declared_only(metric_inputs))
@@ -246,7 +246,7 @@ def _fleet_view(runs: Sequence[_Run], chosen: _Run, origin: MetricsOrigin | None
     if not units or (len(units) == 1 and (origin is None or origin.kind != "prometheus")):
         return None
     origin = origin or MetricsOrigin("files", ", ".join(i.path for i in metric_inputs))
-    names = [unit_name(r.unit, [u.unit for u in units], origin.name) for r in units]  # type: ignore[arg-type]
+    names = [unit_name(r.unit, [u.unit for u in units], origin.name) for r in units]  # type: ignore[arg-type, misc]
     views = instance_views(names, [r.unit for r in units], [r.diagnosis for r in units])  # type: ignore[misc]
     detail = names[units.index(chosen)] if chosen in units else "the log"
     overall = chosen.diagnosis
@@ -274,7 +274,7 @@ def metric_timeline(samples: Sequence[MetricSample]) -> tuple[TimelinePoint, ...
         return ()
     points = []
     for i, scrape in enumerate(scrapes):
-        anchor = (usage.get(scrape) or running.get(scrape) or waiting.get(scrape))
+        anchor = (usage.get(scrape) or running.get(scrape) or waiting[scrape])
         before = preempted.get(scrapes[i - 1]) if i else None
         now = preempted.get(scrape)
         delta = int(now[1] - before[1]) if now and before and now[1] >= before[1] else None

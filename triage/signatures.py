@@ -20,7 +20,7 @@ import regex
 try:        # Aho-Corasick in Rust: all anchors of a line in one pass, several times faster than the trie
     import ahocorasick_rs
 except ImportError:         # no wheel for this platform: the regex trie below finds the same anchors
-    ahocorasick_rs = None
+    ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
 
 from .errors import RuleError
 from .model import PHASES
@@ -490,7 +490,8 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
     try:
         pattern = regex.compile(entry["regex"])
     except regex.error as exc:
-        pos = f" at position {exc.pos}" if getattr(exc, "pos", None) is not None else ""
+        at = getattr(exc, "pos", None)
+        pos = f" at position {at}" if at is not None else ""
         raise RuleError(where, f"{key}.regex", f"bad regular expression{pos}: {exc.msg if hasattr(exc, 'msg') else exc}",
                         "regexes use Python `regex` syntax; write them in '''literal''' strings") from None
     fields = entry.get("fields", {})

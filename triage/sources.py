@@ -349,6 +349,7 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
     back to be parsed here anyway: the workers are let go (their memory with them) and the rest of
     the file is split in this process.
     """
+    assert inp.path is not None, "only a named plain file is split in parallel"
     size = inp.size or 0
     jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk) for start in range(0, size, PIECE_BYTES)]
     number = 0

@@ -74,8 +74,9 @@ def calibration_row(name: str, facts: Mapping[str, Fact], spec: ModelSpec | None
     if blocks is not None and tokens_logged is not None:
         checks.append(Check("kv_cache_tokens", tokens_logged, blocks * block))
     concurrency = _value(facts, "max_concurrency")
-    if blocks is not None and concurrency is not None and length:
-        checks.append(Check("max_concurrency", concurrency, round(g.concurrency(blocks, blocks * block, length), 4)))
+    predicted = g.concurrency(blocks, blocks * block, length) if blocks is not None else None
+    if predicted is not None and concurrency is not None:
+        checks.append(Check("max_concurrency", concurrency, round(predicted, 4)))
     needed = _value(facts, "kv_needed_gib")
     if needed is not None and length and spec is not None:     # from the log itself it would be circular
         checks.append(Check("kv_needed_gib", needed, round(length * per_token / GIB, 4)))

@@ -21,6 +21,7 @@ def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[
     g = geometry(facts, given)
     now = outcome(facts, given)
     estimate = value_of(facts, "estimated_max_model_len")
+    used: tuple[str, ...]               # the facts the value comes from
     if estimate:
         value, basis, used = estimate, "vLLM's own estimate of the longest length that fits", ("estimated_max_model_len",)
     elif value_of(facts, "kv_cache_tokens"):
@@ -184,7 +185,7 @@ def max_num_seqs_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]
                     flag="--max-num-seqs", reference=DOCS_PREEMPTION)]
     tokens = outcome(facts, given).kv_tokens
     per_request = _request_tokens(facts, given)
-    value = max(1, int(TARGET_KV_USAGE * tokens / per_request) if per_request else int(running * TARGET_KV_USAGE))
+    value = max(1, int(TARGET_KV_USAGE * tokens / per_request) if per_request and tokens else int(running * TARGET_KV_USAGE))
     fix = Fix(action=f"--max-num-seqs {value}", flag="--max-num-seqs", value=value,
               why=f"the KV cache filled up with about {running} requests running; {value} keeps it near "
                   f"{TARGET_KV_USAGE:.0%}" + (f" (now {current})" if current else ""),

@@ -202,12 +202,12 @@ class Geometry:
 
     def equation_kv_gib(self) -> float | None:
         """KV memory from the budget equation alone, when every term is measured (not derived from KV itself)."""
-        terms = (self.total_gib, self.weights_gib, self.activation_gib, self.non_torch_gib)
-        if any(t is None for t in terms) or self.activation_gib.source not in (LOGGED, ASSUMED, CONFIG):
+        budget, weights, activation, non_torch = self.budget_gib, self.weights_gib, self.activation_gib, self.non_torch_gib
+        if budget is None or weights is None or activation is None or non_torch is None \
+                or activation.source not in (LOGGED, ASSUMED, CONFIG):
             return None
         graphs = self.cuda_graph_gib.value if self.graph_in_budget and self.cuda_graph_gib else 0.0
-        return (self.budget_gib - self.weights_gib.value - self.activation_gib.value - self.non_torch_gib.value
-                - graphs)
+        return budget - weights.value - activation.value - non_torch.value - graphs
 
     def concurrency(self, blocks: int | None, tokens: int | None, length: int, request_tokens: float | None = None) -> float | None:
         """Requests of `length` tokens the cache holds at once, as this engine computes it."""

@@ -82,7 +82,7 @@ def _suppressed(report: Report) -> list[str]:
     for item in report.diagnosis.suppressed:
         f, why = item.finding, item.suppression
         until = f", until {why.expires}" if why.expires else ""
-        out.append(f"- **SUPPRESSED** {code_span(f.rule_id)} → {prose(f.verdict)}: {prose(f.summary)} "
+        out.append(f"- **SUPPRESSED** {code_span(f.rule_id)} → {prose(str(f.verdict))}: {prose(f.summary)} "
                    f"_(accepted: {prose(why.reason)}; {code_span(why.origin + until)})_")
     quiet = quiet_suppressions(report)
     if quiet:

@@ -130,8 +130,8 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
             out.append("")
             out.extend("  " + w for w in textwrap.wrap(sentence, 98))
         refs = sorted({f.reference for f in d.fixes if f.reference})
-        for ref in refs:
-            out.append(s(f"  docs: {ref}", "dim"))
+        for doc in refs:
+            out.append(s(f"  docs: {doc}", "dim"))
     others = d.findings[1:]
     if others:
         out.append("")
