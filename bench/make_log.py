@@ -56,7 +56,7 @@ FAILURE = """\
 (EngineCore_DP0 pid=311) ERROR {ts} [core.py:710] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.12 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.31 GiB is free. Including non-PyTorch memory, this process has 77.86 GiB memory in use. Of the allocated memory 74.92 GiB is allocated by PyTorch, and 1.01 GiB is reserved by PyTorch but unallocated.
 (APIServer pid=1) ERROR {ts} [async_llm.py:480] AsyncLLM output_handler failed.
 (APIServer pid=1) vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
-"""
+"""  # noqa: E501, W291 - log lines as vLLM prints them, trailing space included
 
 
 FAILURE_V0 = """\

@@ -43,7 +43,7 @@ def log_line(draw) -> str:
     return draw(st.sampled_from(PREFIXES)) + sample + draw(st.text(max_size=20))
 
 
-log_text = st.lists(log_line(), max_size=40).map(lambda lines: "\n".join(lines))
+log_text = st.lists(log_line(), max_size=40).map("\n".join)
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -43,7 +43,8 @@ class _NumberedLines:
         self.lineno = 0
 
     def __iter__(self) -> Iterator[str]:
-        for self.lineno, line in enumerate(self.lines, start=1):
+        for number, line in enumerate(self.lines, start=1):
+            self.lineno = number
             yield line
 
 

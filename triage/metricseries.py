@@ -119,7 +119,7 @@ def histogram_window(samples: Sequence[MetricSample], base: str) -> HistogramWin
     """Observations of histogram `base` over the scrapes (increase of each bucket), summed over series."""
     buckets: dict[float, float] = {}
     evidence: list[MetricSample] = []
-    for (name, labels), points in by_series((s for s in samples if s.name == f"{base}_bucket"), drop=()).items():
+    for (_, labels), points in by_series((s for s in samples if s.name == f"{base}_bucket"), drop=()).items():
         le = dict(labels).get("le")
         try:
             bound = math.inf if le in ("+Inf", "Inf", "inf") else float(le or "nan")

@@ -47,7 +47,7 @@ def _report(result) -> dict:
 
 
 def _bash(command: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", command], capture_output=True, cwd=cwd, timeout=120,
+    return subprocess.run(["bash", "-c", command], check=False, capture_output=True, cwd=cwd, timeout=120,
                           env={**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(ROOT)})
 
 

@@ -49,7 +49,7 @@ def _rows(scn: Scenario) -> list[tuple[str, Callable[[Prediction], str]]]:
                                                     _num(p.kv_tokens - p.request_tokens, "{:,.0f}"))
          if p.kv_tokens is not None and p.request_tokens else "?"),
         ("left outside the budget", lambda p: _num(p.outside_budget_gib, unit=" GiB")),
-        ("verdict", lambda p: scn.verdict_of(p)),
+        ("verdict", scn.verdict_of),
     ]
     return rows
 

@@ -416,7 +416,7 @@ def decision_charts(comparisons: Sequence[Comparison]) -> tuple[DecisionChart, .
         top = 100.0 if all(f.unit == "%" for f in c.figures) else nice_top(max(values))
         unit = c.figures[0].unit
 
-        def pct(v: float) -> float:
+        def pct(v: float, top: float = top) -> float:
             return round(max(0.0, min(100.0, 100.0 * v / top)), 3)
         rows = tuple(BarRow(f.label, _amount(f.value, f.unit), pct(f.value), f.fact, f.note) for f in c.figures)
         axis = tuple(Tick(100.0 * k / 4, _tick(top * k / 4, unit if k == 4 else "")) for k in range(5))
