@@ -14,7 +14,7 @@ BEFORE = FIXTURES / "logs" / "v1" / "kv_cache_too_small-qwen25-7b-yarn-128k-l4-e
 PREEMPTING = str(FIXTURES / "logs" / "v1" / "preemption_slowdown-qwen3-32b-h200-preemptions-in-stats.log")
 
 # What vLLM 0.10.2 prints after the KV cache is sized, the server starts and serves (formats as in
-# ../shared/vllm-log-formats.md 3.3, 3.5, 3.6, 5.4).
+# sections 3.3, 3.5, 3.6 and 5.4 of the team's notes on vLLM's log formats).
 _STARTED = """\
 2025-09-24T08:20:33.854593151Z (EngineCore_DP0 pid=281) INFO 09-24 08:20:33 [kv_cache_utils.py:864] GPU KV cache size: 75,440 tokens
 2025-09-24T08:20:33.854600000Z (EngineCore_DP0 pid=281) INFO 09-24 08:20:33 [kv_cache_utils.py:868] Maximum concurrency for 65,536 tokens per request: 1.15x
