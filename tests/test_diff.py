@@ -24,7 +24,7 @@ _STARTED = """\
 2025-09-24T08:20:42.410000000Z (APIServer pid=1) INFO:     Application startup complete.
 2025-09-24T08:21:12.500000000Z (APIServer pid=1) INFO 09-24 08:21:12 [loggers.py:123] Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg generation throughput: 96.1 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 41.2%, Prefix cache hit rate: 12.5%
 2025-09-24T08:21:22.500000000Z (APIServer pid=1) INFO 09-24 08:21:22 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 104.7 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 43.0%, Prefix cache hit rate: 12.5%
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
 
 
 @pytest.fixture

@@ -90,9 +90,11 @@ def test_nul_bytes_and_mixed_encodings(tmp_path):
 
 def test_log_that_ends_mid_traceback(tmp_path):
     path = tmp_path / "cut.log"
-    path.write_text("(EngineCore_DP0 pid=7) INFO 09-30 10:00:50 [gpu_model_runner.py:1953] Starting to load model m...\n"
+    path.write_text("(EngineCore_DP0 pid=7) INFO 09-30 10:00:50 [gpu_model_runner.py:1953] Starting "
+                    "to load model m...\n"
                     "(EngineCore_DP0 pid=7) ERROR 09-30 10:01:00 [core.py:708] Traceback (most recent call last):\n"
-                    '(EngineCore_DP0 pid=7) ERROR 09-30 10:01:00 [core.py:708]   File "/x/vllm/model_executor/model_loader/'
+                    '(EngineCore_DP0 pid=7) ERROR 09-30 10:01:00 [core.py:708]   File '
+                    '"/x/vllm/model_executor/model_loader/'
                     'default_loader.py", line 269, in load_wei')
     result = run_cli("--format", "json", str(path))
     report = json.loads(result.stdout)

@@ -43,7 +43,8 @@ def test_the_wheel_ships_every_fixture_log_runbook_rule_and_template(wheel):
 
 def _commands(pattern: str) -> list[list[str]]:
     lines = CI.replace("\\\n", " ").splitlines()
-    return [shlex.split(line.split(" #")[0]) for line in lines if re.search(pattern, line) and not line.lstrip().startswith("#")]
+    return [shlex.split(line.split(" #")[0]) for line in lines if re.search(pattern, line)
+            and not line.lstrip().startswith("#")]
 
 
 def test_ci_runs_pytest_once_so_its_summary_line_shows():
@@ -63,4 +64,5 @@ def test_ci_silences_only_setuptools_editable_notice():
 def test_ci_apt_waits_for_the_dpkg_lock_and_says_what_it_installs():
     assert "apt-get -o DPkg::Lock::Timeout=" in CI
     assert re.search(r'echo "[^"]*installing \$\{missing\[\*\]\}', CI)
-    assert not re.search(r"^\s*(\$SUDO )?apt-get (update|install)", CI, re.M), "every apt-get call goes through APT (the lock timeout)"
+    assert not re.search(r"^\s*(\$SUDO )?apt-get (update|install)", CI, re.M), ("every apt-get call goes through "
+                                                                                "APT (the lock timeout)")

@@ -311,7 +311,8 @@ def prefixed_line(draw) -> str:
                                   "[a b.py:1] ", "[x.py:y] "]))
     message = draw(st.one_of(st.text(max_size=60), glued_records(), st.sampled_from(SAMPLES),
                              st.lists(st.sampled_from(LEVEL_BITS + ["\x1b[0m", "^[[0;36m", "[36m", "\r", "{", "|",
-                                                                     "2025-07-07T15:19:48Z "]), max_size=8).map("".join)))
+                                                                     "2025-07-07T15:19:48Z "]),
+                                      max_size=8).map("".join)))
     return "".join(groups) + level + when + where + message
 
 

@@ -20,7 +20,8 @@ def _matching_ids(line: str) -> set[str]:
     return ids
 
 
-@pytest.mark.parametrize("sig,sample", CASES, ids=[f"{s.id}:{i}" for s in SIGNATURES.signatures for i in range(len(s.samples))])
+@pytest.mark.parametrize("sig,sample", CASES, ids=[f"{s.id}:{i}" for s in SIGNATURES.signatures
+                                                   for i in range(len(s.samples))])
 def test_sample_matches_its_signature_only(sig, sample):
     """A sample line is recognised by its signature; other matches must be declared in `also`."""
     ids = _matching_ids(sample)

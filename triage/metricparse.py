@@ -151,7 +151,8 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
 
 def _sample(s, path: str, number: int, line: str, scrape: int, time: float | None,
             shared: dict[tuple, dict[str, str]]) -> MetricSample | None:
-    """One sample with its line; None for NaN, an infinity or an absurd figure: unknown, not a number to compute with."""
+    """One sample with its line; None for NaN, an infinity or an absurd figure:
+    unknown, not a number to compute with."""
     value = sample_value(s.value)
     if value is None:
         return None

@@ -66,7 +66,8 @@ def counter_increase(samples: Sequence[MetricSample], created: Sequence[MetricSa
                     len(scrapes))
 
 
-def per_scrape(samples: Sequence[MetricSample], combine: str = "sum") -> list[tuple[int, float | None, float, MetricSample]]:
+def per_scrape(samples: Sequence[MetricSample],
+               combine: str = "sum") -> list[tuple[int, float | None, float, MetricSample]]:
     """One value per scrape over all series (`sum` for request counts, `max` for a usage):
     (scrape, time, value, the sample that stands for it)."""
     grouped: dict[int, list[MetricSample]] = {}

@@ -22,7 +22,8 @@ except subprocess.TimeoutExpired as exc:
     rc, out, err = -9, exc.stdout or b"", exc.stderr or b""
 seconds = time.monotonic() - start
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-sys.stdout.buffer.write(json.dumps({"rc": rc, "seconds": seconds, "peak_mib": peak, "out": out.decode("utf-8", "replace"),
+sys.stdout.buffer.write(json.dumps({"rc": rc, "seconds": seconds, "peak_mib": peak,
+                                    "out": out.decode("utf-8", "replace"),
                                     "err": err.decode("utf-8", "replace")}).encode())
 """
 

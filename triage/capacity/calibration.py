@@ -94,10 +94,12 @@ def _per_token(g: Geometry, spec: ModelSpec | None) -> tuple[float | None, str]:
     s = g.settings
     if spec is not None:
         return (spec.kv_bytes_per_token(s.tensor_parallel_size, s.pipeline_parallel_size,
-                                        kv_value_bytes(s.kv_cache_dtype, s.dtype)), f"config {spec.path.rsplit('/', 1)[-1]}")
+                                        kv_value_bytes(s.kv_cache_dtype, s.dtype)),
+                f"config {spec.path.rsplit('/', 1)[-1]}")
     if g.bytes_per_token is None:
         return None, "unknown"
-    return g.bytes_per_token.value, ("config" if g.bytes_per_token.source == CONFIG else "the log: " + g.bytes_per_token.note)
+    return g.bytes_per_token.value, ("config" if g.bytes_per_token.source == CONFIG else "the log: "
+                                     + g.bytes_per_token.note)
 
 
 def calibration_markdown(rows: list[CalibrationRow]) -> str:

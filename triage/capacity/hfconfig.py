@@ -210,7 +210,8 @@ def spec_from_config(data: Mapping[str, Any], path: str = "config.json") -> Mode
     latent = text.get("kv_lora_rank") is not None
     if latent:
         attention_params, attention = _latent_attention(r, hidden, heads, layers)
-        notes.append("latent attention (MLA): one compressed KV latent per token, the same on every tensor-parallel GPU")
+        notes.append("latent attention (MLA): one compressed KV latent per token, the same on every "
+                     "tensor-parallel GPU")
     else:
         attention_params = hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + heads * head_dim * hidden
         if text.get("attention_bias") or model_type in QKV_BIAS:
@@ -220,11 +221,13 @@ def spec_from_config(data: Mapping[str, Any], path: str = "config.json") -> Mode
     norms = layers * hidden * NORMS_PER_LAYER.get(model_type, 2) + hidden
     if model_type in QK_NORM:
         norms += layers * 2 * head_dim
-    bias = (heads * head_dim + 2 * kv_heads * head_dim) * layers if text.get("attention_bias") or model_type in QKV_BIAS else 0
+    bias = (heads * head_dim + 2 * kv_heads * head_dim) * layers \
+        if text.get("attention_bias") or model_type in QKV_BIAS else 0
     linear = attention_params * layers - bias + mlp_linear
     embedding = vocab * hidden
     quant = quantization_from_config(data.get("quantization_config") or text.get("quantization_config"), path)
-    dtype = str(text.get("torch_dtype") or data.get("torch_dtype") or text.get("dtype") or data.get("dtype") or "bfloat16")
+    dtype = str(text.get("torch_dtype") or data.get("torch_dtype") or text.get("dtype")
+                or data.get("dtype") or "bfloat16")
     max_pos = r.optional_int("max_position_embeddings")
     scaling = text.get("rope_scaling") or {}
     if isinstance(scaling, dict) and max_pos:
@@ -306,7 +309,8 @@ def _mlp(r: _Reader, model_type: str, hidden: int, layers: int,
     shared = 3 * hidden * (r.int("n_shared_experts", default=0, minimum=0) * expert_width
                            + r.int("shared_expert_intermediate_size", default=0, minimum=0))
     moe_layers = layers - len(dense_layers)
-    linear = moe_layers * (experts * 3 * hidden * expert_width + shared) + len(dense_layers) * 3 * hidden * (dense_width or 0)
+    linear = moe_layers * (experts * 3 * hidden * expert_width + shared) \
+        + len(dense_layers) * 3 * hidden * (dense_width or 0)
     router = moe_layers * (hidden * experts + (hidden if r.get("shared_expert_intermediate_size") else 0))
     notes.append(f"mixture of experts: {experts} experts, {active} active per token; all of them are in memory")
     return linear, router, active * expert_width + shared // (3 * hidden), (experts, active)
