@@ -356,7 +356,8 @@ def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
     kv_a, kv_b = fa.get("kv_usage", 0.0), fb.get("kv_usage", 0.0)
     fields["intervals"] = fa.get("intervals", 1) + fb.get("intervals", 1)
     fields["kv_usage_sum"] = fa.get("kv_usage_sum", kv_a) + fb.get("kv_usage_sum", kv_b)
-    fields["saturated"] = fa.get("saturated", int(kv_a >= KV_SATURATED)) + fb.get("saturated", int(kv_b >= KV_SATURATED))
+    fields["saturated"] = fa.get("saturated", int(kv_a >= KV_SATURATED)) \
+        + fb.get("saturated", int(kv_b >= KV_SATURATED))
     fields["saturated_queue"] = _saturated_queue(fa) + _saturated_queue(fb)
     if "preemptions" in fa or "preemptions" in fb:
         fields["preemptions"] = fa.get("preemptions", 0) + fb.get("preemptions", 0)

@@ -77,7 +77,8 @@ def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
     return out
 
 
-_SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit", "model_name", "load_start"})
+_SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit",
+                             "model_name", "load_start"})
 
 
 @dataclass
@@ -153,7 +154,8 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
         ordering = origin.ordering if origin else None
         joined = not inputs or len({u.instance for u in units}) <= 1
         if not joined:
-            extra_warnings.append(f"the log was diagnosed on its own: the metrics hold {len({u.instance for u in units})} "
+            extra_warnings.append("the log was diagnosed on its own: the metrics hold "
+                                  f"{len({u.instance for u in units})} "
                                   "instances; select the one the log came from (--instance, --selector) to join them")
             runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
                                                             gpu_facts=gpu_facts, given=given), None, True))

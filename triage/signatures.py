@@ -281,7 +281,8 @@ _SHAPES = (
         r"reqs, (?:Preemptions: (?P<preemptions>\d+), )?GPU KV cache usage: (?P<kv_usage>[\d.]+%), Prefix cache hit "
         r"rate: (?P<prefix_hit>[\d.]+%)(?P<engines>)\Z"), None),
     ("stats_v0", _V0_STATS_REGEX, re.compile(
-        r"Avg prompt throughput: (?P<prompt_tps>[\d.]+) tokens/s, Avg generation throughput: (?P<generation_tps>[\d.]+) "
+        r"Avg prompt throughput: (?P<prompt_tps>[\d.]+) tokens/s, Avg generation throughput: "
+        r"(?P<generation_tps>[\d.]+) "
         r"tokens/s, Running: (?P<running>\d+) reqs, Swapped: (?P<swapped>\d+) reqs, Pending: (?P<waiting>\d+) reqs, "
         r"GPU KV cache usage: (?P<kv_usage>[\d.]+%), CPU KV cache usage: (?P<cpu_kv_usage>[\d.]+%)(?P<rest>\.?)\Z"),
      "rest"),
@@ -459,12 +460,15 @@ def _load_file(path: Path) -> list[Signature]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
-        raise RuleError(str(path), "(file)", f"not valid TOML: {exc}", "check quoting; regexes go in '''literal''' strings") from None
+        raise RuleError(str(path), "(file)", f"not valid TOML: {exc}",
+                        "check quoting; regexes go in '''literal''' strings") from None
     except RecursionError:
-        raise RuleError(str(path), "(file)", "nested too deeply to read", "a signature file is [[signature]] tables") from None
+        raise RuleError(str(path), "(file)", "nested too deeply to read",
+                        "a signature file is [[signature]] tables") from None
     unknown = set(data) - {"signature"}
     if unknown:
-        raise RuleError(str(path), sorted(unknown)[0], "unknown top-level key", "a signature file holds [[signature]] tables only")
+        raise RuleError(str(path), sorted(unknown)[0], "unknown top-level key",
+                        "a signature file holds [[signature]] tables only")
     entries = data.get("signature", [])
     if not isinstance(entries, list):
         raise RuleError(str(path), "signature", "must be an array of tables", "write [[signature]]")
@@ -492,7 +496,8 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
     except regex.error as exc:
         at = getattr(exc, "pos", None)
         pos = f" at position {at}" if at is not None else ""
-        raise RuleError(where, f"{key}.regex", f"bad regular expression{pos}: {exc.msg if hasattr(exc, 'msg') else exc}",
+        raise RuleError(where, f"{key}.regex",
+                        f"bad regular expression{pos}: {exc.msg if hasattr(exc, 'msg') else exc}",
                         "regexes use Python `regex` syntax; write them in '''literal''' strings") from None
     fields = entry.get("fields", {})
     if not isinstance(fields, dict):
@@ -525,9 +530,11 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
     if not isinstance(also, list):
         raise RuleError(where, f"{key}.also", "must be a list of signature ids")
     return Signature(
-        id=entry["id"], kind=entry["kind"], anchor=entry["anchor"], pattern=pattern, fields=dict(fields), sets=dict(sets),
+        id=entry["id"], kind=entry["kind"], anchor=entry["anchor"], pattern=pattern,
+        fields=dict(fields), sets=dict(sets),
         phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=entry.get("failure"),
         weak=bool(entry.get("weak", False)), catch_all=bool(entry.get("catch_all", False)),
-        generic=bool(entry.get("generic", False)), bulk=bool(entry.get("bulk", False)), samples=tuple(samples), also=tuple(also),
+        generic=bool(entry.get("generic", False)), bulk=bool(entry.get("bulk", False)),
+        samples=tuple(samples), also=tuple(also),
         versions=str(entry.get("versions", "")), origin=where,
         plan=tuple((name, FIELD_TYPES[kind.removesuffix("[]")], kind.endswith("[]")) for name, kind in fields.items()))

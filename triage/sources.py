@@ -226,7 +226,8 @@ def _text_bytes(chunks: Iterator[bytes], inp: LogInput) -> tuple[Iterator[bytes]
             break
     if not head and inp.damage and inp.damage_cuts:
         raise InputError(inp.name, f"nothing could be read: {inp.damage}",
-                         "check the file is complete (a bzip2 block cut short is lost whole), or decompress it yourself")
+                         "check the file is complete (a bzip2 block cut short is lost whole), "
+                         "or decompress it yourself")
     rest: Iterator[bytes] = itertools.chain([head], chunks)
     transcoded = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
     if transcoded:

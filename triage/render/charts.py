@@ -128,7 +128,8 @@ def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = (),
             plan.append(Segment(name, label, fact, _pct(cursor, scale), _pct(gib, scale)))
             cursor += gib
     plan.append(_outside(facts, "other_processes_gib", "Other processes", other, total, scale, cursor))
-    plan.append(Segment("headroom", "Headroom", None, note="the rest of the GPU, drawn as the empty track; the input gives no figure for it"))
+    plan.append(Segment("headroom", "Headroom", None,
+                        note="the rest of the GPU, drawn as the empty track; the input gives no figure for it"))
     bars = [MemoryBar("vLLM's budget, as sized at startup",
                       "Weights, activation peak and non-torch memory come out of the budget first and the KV cache "
                       "gets the rest. Before vLLM 0.21 CUDA graphs are captured after that, outside the budget, so "
@@ -420,7 +421,8 @@ def decision_charts(comparisons: Sequence[Comparison]) -> tuple[DecisionChart, .
             return round(max(0.0, min(100.0, 100.0 * v / top)), 3)
         rows = tuple(BarRow(f.label, _amount(f.value, f.unit), pct(f.value), f.fact, f.note) for f in c.figures)
         axis = tuple(Tick(100.0 * k / 4, _tick(top * k / 4, unit if k == 4 else "")) for k in range(5))
-        limit = Tick(pct(c.limit.value), f"{c.limit.label} from {_amount(c.limit.value, c.limit.unit)}") if c.limit else None
+        limit = Tick(pct(c.limit.value), f"{c.limit.label} from {_amount(c.limit.value, c.limit.unit)}") \
+            if c.limit else None
         out.append(DecisionChart(c.title, rows, axis, limit))
     return tuple(out)
 

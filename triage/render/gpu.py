@@ -29,7 +29,8 @@ def render_gpu_text(snap: GpuSnapshot, **_: Any) -> str:
         if not procs:
             out.append("  no compute process")
         for p in procs:
-            out.append(f"  pid {p.pid:<8} {_mib(p.used_mib):>9} MiB  {(p.name or '?')[:28]:<28}  {_verdict(p.vllm, p.why)}")
+            out.append(f"  pid {p.pid:<8} {_mib(p.used_mib):>9} MiB  {(p.name or '?')[:28]:<28}  "
+                       f"{_verdict(p.vllm, p.why)}")
     foreign = [p for p in snap.processes if p.vllm is False]
     unknown = [p for p in snap.processes if p.vllm is None]
     out.append("")
