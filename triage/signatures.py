@@ -334,7 +334,8 @@ def nested_quantifier(pattern: str) -> bool:
     part of it that varies in length, or whose alternatives can start with the same character.
     Patterns the stdlib parser cannot read (`regex`-only syntax) are not judged."""
     try:
-        from re import _constants as sc, _parser as sp  # type: ignore[attr-defined]
+        from re import _constants as sc  # type: ignore[attr-defined]
+        from re import _parser as sp  # type: ignore[attr-defined]
         tree = sp.parse(pattern)
     except Exception:          # `regex`-only syntax: not judged
         return False
