@@ -66,3 +66,12 @@ def test_ci_apt_waits_for_the_dpkg_lock_and_says_what_it_installs():
     assert re.search(r'echo "[^"]*installing \$\{missing\[\*\]\}', CI)
     assert not re.search(r"^\s*(\$SUDO )?apt-get (update|install)", CI, re.M), ("every apt-get call goes through "
                                                                                 "APT (the lock timeout)")
+
+
+def test_ci_runs_ruff_and_mypy_on_the_package_before_the_suite():
+    lines = [line for line in CI.splitlines() if not line.lstrip().startswith("#")]
+    at = {name: next(i for i, line in enumerate(lines) if re.search(pattern, line))
+          for name, pattern in (("ruff", r"\bruff check\b.* triage\b"), ("mypy", r"\bmypy\b.* triage\b"),
+                                ("pytest", r"-m pytest"))}
+    assert at["ruff"] < at["pytest"] and at["mypy"] < at["pytest"], at
+    assert not re.search(r"\b(ruff|mypy)\b[^\n]*\|\| *true", CI), "a static check that cannot fail CI checks nothing"
