@@ -42,7 +42,7 @@ STARTUP = """\
 (APIServer pid=1) INFO:     Started server process [1]
 (APIServer pid=1) INFO:     Waiting for application startup.
 (APIServer pid=1) INFO:     Application startup complete.
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
 
 FAILURE = """\
 (EngineCore_DP0 pid=311) ERROR {ts} [dump_input.py:69] Dumping input data for V1 LLM engine (v0.10.2) with config: model='Qwen/Qwen2.5-32B-Instruct', speculative_config=None, 
@@ -56,7 +56,7 @@ FAILURE = """\
 (EngineCore_DP0 pid=311) ERROR {ts} [core.py:710] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.12 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.31 GiB is free. Including non-PyTorch memory, this process has 77.86 GiB memory in use. Of the allocated memory 74.92 GiB is allocated by PyTorch, and 1.01 GiB is reserved by PyTorch but unallocated.
 (APIServer pid=1) ERROR {ts} [async_llm.py:480] AsyncLLM output_handler failed.
 (APIServer pid=1) vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
-"""
+"""  # noqa: E501, W291 - log lines as vLLM prints them, trailing space included
 
 
 FAILURE_V0 = """\
@@ -67,7 +67,7 @@ ERROR {ts} async_llm_engine.py:57]     return_value = task.result()
 ERROR {ts} async_llm_engine.py:57]   File "/usr/local/lib/python3.12/dist-packages/vllm/worker/model_runner.py", line 1654, in execute_model
 ERROR {ts} async_llm_engine.py:57]     hidden_or_intermediate_states = model_executable(
 ERROR {ts} async_llm_engine.py:57] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.12 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.31 GiB is free. Including non-PyTorch memory, this process has 77.86 GiB memory in use. Of the allocated memory 74.92 GiB is allocated by PyTorch, and 1.01 GiB is reserved by PyTorch but unallocated.
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
 
 _EPOCH = datetime.datetime(2025, 11, 29)
 
@@ -88,14 +88,15 @@ INFO 08-06 09:01:52 distributed_gpu_executor.py:57] # GPU blocks: 11021, # CPU b
 INFO 08-06 09:01:52 distributed_gpu_executor.py:61] Maximum concurrency for 32768 tokens per request: 5.38x
 INFO 08-06 09:02:20 model_runner.py:1523] Graph capturing finished in 28 secs.
 INFO 08-06 09:02:21 launcher.py:19] Available routes are:
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
 
 DEBUG_LINES = (
     "(EngineCore_DP0 pid=311) DEBUG {ts} [v1/engine/core.py:745] EngineCore loop active.",
     "(EngineCore_DP0 pid=311) DEBUG {ts} [v1/engine/core.py:739] EngineCore waiting for work.",
     "(EngineCore_DP0 pid=311) DEBUG {ts} [v1/core/sched/scheduler.py:{n}] Scheduled {r} requests, {t} tokens "
     "({p} prefill, {d} decode); {w} waiting.",
-    "(EngineCore_DP0 pid=311) DEBUG {ts} [v1/worker/gpu_model_runner.py:{n}] Padding batch of {r} to cudagraph size {c}.",
+    "(EngineCore_DP0 pid=311) DEBUG {ts} [v1/worker/gpu_model_runner.py:{n}] Padding batch of {r} "
+    "to cudagraph size {c}.",
     "(APIServer pid=1) DEBUG {ts} [v1/engine/async_llm.py:{n}] Called check_health.",
     "(APIServer pid=1) DEBUG {ts} [entrypoints/openai/api_server.py:{n}] Request chatcmpl-{rid} arrived; "
     "{t} prompt tokens, max_tokens={c}.",
@@ -175,19 +176,23 @@ def _write_serving(path: str, size: int, seed: int) -> int:
             rid = f"chatcmpl-{rnd.getrandbits(128):032x}"
             prompt = " ".join(rnd.choice(WORDS) for _ in range(int(rnd.expovariate(1 / 120)) + 5))
             chunk = (f"(APIServer pid=1) INFO {ts} [logger.py:43] Received request {rid}: prompt: '<|im_start|>user\\n"
-                     f"{prompt}<|im_end|>\\n<|im_start|>assistant\\n', params: SamplingParams(n=1, presence_penalty=0.0, "
+                     f"{prompt}<|im_end|>\\n<|im_start|>assistant\\n', params: SamplingParams(n=1, "
+                     "presence_penalty=0.0, "
                      f"frequency_penalty=0.0, temperature=0.7, top_p=0.8, max_tokens={rnd.randint(64, 2048)}), "
                      f"prompt_token_ids: None, prompt_embeds shape: None, lora_request: None.\n"
                      f"(APIServer pid=1) INFO {ts} [async_llm.py:317] Added request {rid}.\n"
-                     f"(APIServer pid=1) INFO:     10.42.{rnd.randint(0, 255)}.{rnd.randint(1, 254)}:{rnd.randint(30000, 60000)}"
+                     "(APIServer pid=1) INFO:     "
+                     f"10.42.{rnd.randint(0, 255)}.{rnd.randint(1, 254)}:{rnd.randint(30000, 60000)}"
                      f" - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n")
             lines += 3
             if t >= next_stats:
                 next_stats = t + 10
                 kv = min(99.9, max(5.0, rnd.gauss(55, 15)))
                 chunk += (f"(APIServer pid=1) INFO {ts} [loggers.py:123] Engine 000: Avg prompt throughput: "
-                          f"{rnd.uniform(500, 9000):.1f} tokens/s, Avg generation throughput: {rnd.uniform(300, 3000):.1f} "
-                          f"tokens/s, Running: {rnd.randint(5, 60)} reqs, Waiting: 0 reqs, GPU KV cache usage: {kv:.1f}%, "
+                          f"{rnd.uniform(500, 9000):.1f} tokens/s, Avg generation throughput: "
+                          f"{rnd.uniform(300, 3000):.1f} "
+                          f"tokens/s, Running: {rnd.randint(5, 60)} reqs, Waiting: 0 reqs, GPU KV "
+                          f"cache usage: {kv:.1f}%, "
                           f"Prefix cache hit rate: {rnd.uniform(10, 60):.1f}%\n")
                 lines += 1
             if request % 50_000 == 0:

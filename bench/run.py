@@ -208,7 +208,8 @@ def main() -> None:
         lines = [p.read_bytes().count(b"\n") for p in snapshots]
         about["metrics"] = f"3 snapshots of {', '.join(f'{n:,}' for n in lines)} lines"
     if "metrics" in only:
-        cases["metrics"] = {"vtriage": [vtriage, "--format", "json", *[a for p in snapshots for a in ("--metrics", str(p))],
+        cases["metrics"] = {"vtriage": [vtriage, "--format", "json",
+                                        *[a for p in snapshots for a in ("--metrics", str(p))],
                                         "--interval", "15"],
                             **baselines(snapshots, metric_ere, metric_fixed)}
     server = None

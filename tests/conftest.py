@@ -112,7 +112,7 @@ def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd
     """Run `python -m triage` in a subprocess: exit code, stdout and stderr exactly as a user sees them.
     Without `stdin` it is /dev/null, as from a terminal-less job: a pipe would be read as the log."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "triage", *args], check=False, input=stdin, capture_output=True,
                           stdin=subprocess.DEVNULL if stdin is None else None,
                           env=full_env, cwd=cwd or ROOT, timeout=120)
 

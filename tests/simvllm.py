@@ -105,8 +105,10 @@ def _dcgm(pc, registry):
     if ARGS.dcgm_pod:
         labels.update({"container": "vllm", "namespace": "llm", "pod": ARGS.dcgm_pod})
     names = sorted(labels)
-    used = pc.Gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", names, registry=registry).labels(**labels)
-    free = pc.Gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", names, registry=registry).labels(**labels)
+    used = pc.Gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", names,
+                    registry=registry).labels(**labels)
+    free = pc.Gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", names,
+                    registry=registry).labels(**labels)
     reserved = pc.Gauge("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", names,
                         registry=registry).labels(**labels)
 

@@ -221,11 +221,13 @@ def test_phone_width_dark_mode_and_print(browser, pages, artifacts):
 INCIDENT = ROOT / "fixtures" / "incidents" / "v1-0.10.1-silent-preemption"
 DECISION_INPUTS = {
     **{case: (str(REPORTS / "inputs" / f"{case}.log"),) for case in CASES},
-    "weights-estimated": (str(ROOT / "fixtures" / "logs" / "v0-late" / "weights_dont_fit-mixtral-8x7b-one-a100-restart-x3.log"),),
+    "weights-estimated": (str(ROOT / "fixtures" / "logs" / "v0-late"
+                              / "weights_dont_fit-mixtral-8x7b-one-a100-restart-x3.log"),),
     "silent-preemption": (str(INCIDENT / "server.log"), *(a for i in (1, 2, 3) for a in
                                                           ("--metrics", str(INCIDENT / f"metrics-{i}.prom"))),
                           "--interval", "30"),
-    "tensor-parallel-ranks": (str(ROOT / "fixtures" / "logs" / "v1" / "weights_dont_fit-qwen25-72b-tp2-l40s-both-ranks-oom.log"),),
+    "tensor-parallel-ranks": (str(ROOT / "fixtures" / "logs" / "v1"
+                                  / "weights_dont_fit-qwen25-72b-tp2-l40s-both-ranks-oom.log"),),
 }
 SCREENS = {"desktop": (1200, 900, False), "phone": (390, 844, True)}
 
@@ -255,7 +257,8 @@ def screen(browser, request):
 
 def _rect(browser, element) -> dict:
     return browser.execute_script("const r = arguments[0].getBoundingClientRect(); "
-                                  "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width};",
+                                  "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, "
+                                  "width: r.width};",
                                   element)
 
 
@@ -324,7 +327,8 @@ def test_the_timeline_has_axes_units_and_the_95_percent_line(browser, decision_p
         chart = browser.find_element(By.CSS_SELECTOR, f"#timeline .chart-{key}")
         ticks = [t.text for t in chart.find_elements(By.CSS_SELECTOR, ".ytick")]
         zero, top = sorted(ticks, key=lambda t: float(t.split()[0].replace(",", "")))
-        assert zero.startswith("0 ") and zero.split()[-1] == top.split()[-1] == key, ticks    # "0 requests", "131 requests"
+        # "0 requests", "131 requests"
+        assert zero.startswith("0 ") and zero.split()[-1] == top.split()[-1] == key, ticks
         assert [t for t in chart.find_elements(By.CSS_SELECTOR, ".ticks .tick") if t.is_displayed()], "no time axis"
 
 

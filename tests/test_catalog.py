@@ -57,7 +57,7 @@ def test_weights_sized_from_a_guess_are_never_a_checked_fix(kit):
 INFO 03-11 10:00:00 llm_engine.py:232] Initializing an LLM engine (v0.7.3) with config: model='acme/FooMoE-8x7B-Chat', dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=1, pipeline_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto
 INFO 03-11 10:00:05 model_runner.py:1056] Starting to load model acme/FooMoE-8x7B-Chat...
 ERROR 03-11 10:00:40 engine.py:366] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.75 GiB. GPU 0 has a total capacity of 79.25 GiB of which 0.96 GiB is free. Including non-PyTorch memory, this process has 78.28 GiB memory in use. Of the allocated memory 77.61 GiB is allocated by PyTorch, and 12.34 MiB is reserved by PyTorch but unallocated.
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
     report = diagnose_text(kit, log)
     assert report.diagnosis.verdict == "weights_dont_fit"
     tp = next(f for f in report.diagnosis.fixes if f.flag == "--tensor-parallel-size")
@@ -65,7 +65,8 @@ ERROR 03-11 10:00:40 engine.py:366] torch.OutOfMemoryError: CUDA out of memory. 
 
 
 def test_the_mixtral_fixture_is_sized_from_its_real_total(kit):
-    report = diagnose_files(kit, FIXTURES / "logs" / "v0-late" / "weights_dont_fit-mixtral-8x7b-one-a100-restart-x3.log")
+    report = diagnose_files(kit,
+                            FIXTURES / "logs" / "v0-late" / "weights_dont_fit-mixtral-8x7b-one-a100-restart-x3.log")
     tp = next(f for f in report.diagnosis.fixes if f.flag == "--tensor-parallel-size")
     assert "46.7 B parameters (Mixtral-8x7B, all 8 experts)" in tp.why and tp.status == "checked"
     assert tp.predicted["weights_gib"] == pytest.approx(46.7e9 * 2 / 2**30 / 2, abs=0.01)

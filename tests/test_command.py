@@ -95,7 +95,7 @@ INFO 12-16 21:39:30 worker.py:267] model weights take 13.51GiB; non_torch_memory
 INFO 12-16 21:39:30 executor_base.py:111] # cuda blocks: 2099, # CPU blocks: 2048
 INFO 12-16 21:39:30 executor_base.py:116] Maximum concurrency for 32768 tokens per request: 1.02x
 ERROR 12-16 21:39:31 engine.py:366] The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (33584). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
 
 
 def test_the_engine_config_alone_gives_what_to_add_not_a_whole_command(kit):
@@ -117,7 +117,7 @@ SECRETS = """\
 (EngineCore_DP0 pid=80) INFO 09-30 10:00:40 [gpu_model_runner.py:2007] Model loading took 14.25 GiB and 9.812345 seconds
 (EngineCore_DP0 pid=80) INFO 09-30 10:01:05 [gpu_worker.py:298] Available KV cache memory: 1.13 GiB
 (EngineCore_DP0 pid=80) ERROR 09-30 10:01:06 [core.py:708] ValueError: To serve at least one request with the models's max seq len (32768), (1.75 GiB KV cache is needed, which is larger than the available KV cache memory (1.13 GiB). Based on the available memory, the estimated maximum model length is 21136. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
 
 
 @pytest.mark.parametrize("redact", [True, False])
@@ -131,7 +131,8 @@ def test_secrets_never_reach_the_command(kit, redact):
 
 
 def test_an_embedded_engine_gets_its_llm_call(kit):
-    report = diagnose_files(kit, FIXTURES / "logs" / "v1" / "weights_dont_fit-qwen25-14b-l4-offline-inproc-container-pid.log")
+    report = diagnose_files(kit, FIXTURES / "logs" / "v1"
+                            / "weights_dont_fit-qwen25-14b-l4-offline-inproc-container-pid.log")
     assert report.launch.program == "LLM(...)"
     assert report.command == ("LLM(model='Qwen/Qwen2.5-14B-Instruct', max_model_len=8192, seed=0, "
                               "disable_log_stats=True, enforce_eager=True, tensor_parallel_size=2)")
@@ -198,7 +199,8 @@ def test_a_cut_args_line_is_not_taken_for_the_whole_command(kit):
 def test_without_a_version_non_default_args_name_the_newest_release_that_has_them(kit):
     """--rope-scaling left vLLM after 0.11.0: a log that names no version but sets it ran 0.11.0 or before,
     and the command keeps the rope scaling its length needs."""
-    report = diagnose_files(kit, FIXTURES / "logs" / "v1" / "kv_cache_too_small-qwen3-8b-0105-error-reflowed-and-glued.log")
+    report = diagnose_files(kit,
+                            FIXTURES / "logs" / "v1" / "kv_cache_too_small-qwen3-8b-0105-error-reflowed-and-glued.log")
     assert "vllm_version" not in report.diagnosis.facts
     assert report.launch.vllm_version == "0.11.0" and report.launch.not_recovered == ()
     assert report.command.startswith("vllm serve Qwen/Qwen3-8B --rope-scaling '{\"rope_type\": \"yarn\", ")
@@ -208,9 +210,11 @@ def test_without_a_version_non_default_args_name_the_newest_release_that_has_the
 def test_the_cpu_kv_cache_space_the_log_shows_is_kept_as_its_variable(kit):
     """vLLM's CPU worker says "Explicitly set (1.0/13.59) GiB for KV cache": with no --kv-cache-memory-bytes
     among the non-default args, that was VLLM_CPU_KVCACHE_SPACE=1."""
-    embedded = diagnose_files(kit, FIXTURES / "logs" / "cpu" / "kv_cache_too_small-tiny-llama-0320-embedded-llm-128k.log")
+    embedded = diagnose_files(kit,
+                              FIXTURES / "logs" / "cpu" / "kv_cache_too_small-tiny-llama-0320-embedded-llm-128k.log")
     assert embedded.command.startswith("VLLM_CPU_KVCACHE_SPACE=1 LLM(model='/scratch/tiny-llama', ")
     assert "VLLM_CPU_KVCACHE_SPACE=1" in embedded.launch.kept
-    flagged = diagnose_files(kit, FIXTURES / "logs" / "cpu" / "kv_cache_too_small-tiny-llama-0320-128k-kv-cache-memory-bytes.log")
+    flagged = diagnose_files(kit, FIXTURES / "logs" / "cpu"
+                             / "kv_cache_too_small-tiny-llama-0320-128k-kv-cache-memory-bytes.log")
     assert "VLLM_CPU_KVCACHE_SPACE" not in flagged.command and "--kv-cache-memory-bytes 1073741824" in flagged.command
     assert "--port 8011" in flagged.command

@@ -14,7 +14,7 @@ BEFORE = FIXTURES / "logs" / "v1" / "kv_cache_too_small-qwen25-7b-yarn-128k-l4-e
 PREEMPTING = str(FIXTURES / "logs" / "v1" / "preemption_slowdown-qwen3-32b-h200-preemptions-in-stats.log")
 
 # What vLLM 0.10.2 prints after the KV cache is sized, the server starts and serves (formats as in
-# ../shared/vllm-log-formats.md 3.3, 3.5, 3.6, 5.4).
+# sections 3.3, 3.5, 3.6 and 5.4 of the team's notes on vLLM's log formats).
 _STARTED = """\
 2025-09-24T08:20:33.854593151Z (EngineCore_DP0 pid=281) INFO 09-24 08:20:33 [kv_cache_utils.py:864] GPU KV cache size: 75,440 tokens
 2025-09-24T08:20:33.854600000Z (EngineCore_DP0 pid=281) INFO 09-24 08:20:33 [kv_cache_utils.py:868] Maximum concurrency for 65,536 tokens per request: 1.15x
@@ -24,7 +24,7 @@ _STARTED = """\
 2025-09-24T08:20:42.410000000Z (APIServer pid=1) INFO:     Application startup complete.
 2025-09-24T08:21:12.500000000Z (APIServer pid=1) INFO 09-24 08:21:12 [loggers.py:123] Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg generation throughput: 96.1 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 41.2%, Prefix cache hit rate: 12.5%
 2025-09-24T08:21:22.500000000Z (APIServer pid=1) INFO 09-24 08:21:22 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 104.7 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 43.0%, Prefix cache hit rate: 12.5%
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ def test_every_verdict_is_documented():
 
 def test_report_matches_the_schema(kit):
     for log in ("Loading model weights took 14.9888 GB\n# GPU blocks: 1478, # CPU blocks: 2048\n"
-                "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648).\n",
+                "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored "
+                "in KV cache (23648).\n",
                 "nothing to see\n",
                 "INFO:     Application startup complete.\n"):
         jsonschema.validate(report_dict(diagnose_text(kit, log)), SCHEMA)
@@ -38,7 +39,8 @@ def test_readme_example_output_is_what_vtriage_prints(update_golden):
     import re
     from conftest import run_cli
     readme = (ROOT / "README.md").read_text()
-    m = re.search(r"<!-- example-output: vtriage (\S+) -->\n```text\n(.*?)\n```\n<!-- /example-output -->", readme, re.S)
+    m = re.search(r"<!-- example-output: vtriage (\S+) -->\n```text\n(.*?)\n```\n<!-- /example-output -->",
+                  readme, re.S)
     assert m, "README has no example-output block"
     path, shown = m.groups()
     assert f".venv/bin/vtriage {path}" in readme, "the set-up command must run the same example"

@@ -89,12 +89,14 @@ def test_record_glued_after_tqdm_bar_is_split():
 
 
 def test_carriage_return_progress_bar_states():
-    recs = list(records([(4, "Capturing CUDA graph shapes:  10%|█| 3/35\rCapturing CUDA graph shapes: 100%|█| 35/35\r")]))
+    recs = list(records([(4,
+                          "Capturing CUDA graph shapes:  10%|█| 3/35\rCapturing CUDA graph shapes: 100%|█| 35/35\r")]))
     assert len(recs) == 2 and recs[-1].message.endswith("35/35")
 
 
 def test_docker_json_partial_line_is_joined():
-    first = json.dumps({"log": "ValueError: To serve at least one request with the models's max seq", "stream": "stderr"})
+    first = json.dumps({"log": "ValueError: To serve at least one request with the models's max seq",
+                        "stream": "stderr"})
     second = json.dumps({"log": " len (131072), (16.00 GiB KV cache is needed\n", "stream": "stderr"})
     recs = list(records([(10, first), (11, second)]))
     assert len(recs) == 1

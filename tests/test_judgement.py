@@ -20,7 +20,9 @@ EXAMPLES = [(n.id, i, ex.log) for n in RULES.nodes.values() for i, ex in enumera
 
 
 def _read(path):
-    import bz2, gzip, lzma
+    import bz2
+    import gzip
+    import lzma
     opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(path.suffix, open)
     with opener(path, "rt", encoding="utf-8", errors="replace") as f:
         return f.read()

@@ -12,7 +12,8 @@ from conftest import FIXTURES, ROOT, json_report, run_cli
 RESTARTING = str(FIXTURES / "logs" / "v0-late" / "weights_dont_fit-mixtral-8x7b-one-a100-restart-x3.log")
 KV = str(FIXTURES / "logs" / "v1" / "kv_cache_too_small-qwen25-7b-yarn-128k-l4-est-maxlen.log")
 INCIDENT = FIXTURES / "incidents" / "v1-0.10.1-silent-preemption"
-SILENT = (str(INCIDENT / "server.log"), *(a for i in (1, 2, 3) for a in ("--metrics", str(INCIDENT / f"metrics-{i}.prom"))),
+SILENT = (str(INCIDENT / "server.log"), *(a for i in (1, 2, 3) for a in ("--metrics",
+                                                                         str(INCIDENT / f"metrics-{i}.prom"))),
           "--interval", "30")
 FIRST_SCREEN = 12          # lines: what fits above the fold of a terminal
 

@@ -7,9 +7,12 @@ from triage.redact import Redactor
 from conftest import diagnose_text
 
 OOM_WRAPPED = [
-    "(EngineCore_DP0 pid=5) ERROR 01-01 00:00:01 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to all",
-    "ocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.00 GiB is free. Including non-PyTorch memory, th",
-    "is process has 78.10 GiB memory in use. Of the allocated memory 77.00 GiB is allocated by PyTorch, and 10.00 MiB is",
+    "(EngineCore_DP0 pid=5) ERROR 01-01 00:00:01 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. "
+    "Tried to all",
+    "ocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.00 GiB is free. Including "
+    "non-PyTorch memory, th",
+    "is process has 78.10 GiB memory in use. Of the allocated memory 77.00 GiB is allocated by "
+    "PyTorch, and 10.00 MiB is",
     " reserved by PyTorch but unallocated.",
 ]
 
@@ -44,8 +47,10 @@ def test_unprefixed_lines_are_not_glued_together(kit):
 def test_log_cut_mid_line_still_yields_what_it_holds(kit):
     parsed = _parse(kit, ["(EngineCore_DP0 pid=1094) ValueError: To serve at least one request with the models's max "
                           "seq len (262144), (24.0 GiB KV cache is needed, which is larger than the available KV cache "
-                          "memory (3.18 GiB). Based on the available memory, the estimated maximum model length is 34736."
-                          " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the eng"])
+                          "memory (3.18 GiB). Based on the available memory, the estimated maximum "
+                          "model length is 34736."
+                          " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                          "initializing the eng"])
     (event,) = [e for e in parsed.events if e.kind == "kv_too_small"]
     assert event.fields["estimated_max_model_len"] == 34736 and event.fields["kv_cache_gib"] == 3.18
 
@@ -75,10 +80,12 @@ def test_unrecognised_warnings_are_grouped_by_shape(kit):
 def test_restarts_are_split_into_attempts(kit):
     attempt = [
         "INFO 06-28 23:40:01 api_server.py:177] vLLM API server version 0.5.0.post1",
-        "INFO 06-28 23:40:03 llm_engine.py:161] Initializing an LLM engine (v0.5.0.post1) with config: model='m', max_seq_len=32768, tensor_parallel_size=1",
+        "INFO 06-28 23:40:03 llm_engine.py:161] Initializing an LLM engine (v0.5.0.post1) with config: model='m', "
+        "max_seq_len=32768, tensor_parallel_size=1",
         "INFO 06-28 23:40:20 model_runner.py:160] Loading model weights took 14.9595 GB",
         "INFO 06-28 23:40:25 gpu_executor.py:83] # GPU blocks: 1200, # CPU blocks: 2048",
-        "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (19200).",
+        "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored "
+        "in KV cache (19200).",
     ]
     report = diagnose_text(kit, "\n".join(attempt * 3) + "\n")
     assert len(report.attempts) == 3
@@ -88,10 +95,14 @@ def test_restarts_are_split_into_attempts(kit):
 
 
 def test_several_files_merge_by_time(kit):
-    api = _parse(kit, ["(APIServer pid=1) INFO 09-30 10:00:02 [utils.py:328] non-default args: {'model': 'm', 'max_model_len': 8192}",
+    api = _parse(kit,
+                 ["(APIServer pid=1) INFO 09-30 10:00:02 [utils.py:328] non-default args: {'model': 'm', "
+                  "'max_model_len': 8192}",
                        "(APIServer pid=1) INFO 09-30 10:02:05 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000"],
                  name="api.log")
-    engine = _parse(kit, ["(EngineCore_DP0 pid=9) INFO 09-30 10:01:12 [gpu_model_runner.py:2007] Model loading took 15.27 GiB and 9.8 seconds"],
+    engine = _parse(kit,
+                    ["(EngineCore_DP0 pid=9) INFO 09-30 10:01:12 [gpu_model_runner.py:2007] Model loading took "
+                     "15.27 GiB and 9.8 seconds"],
                     name="engine.log")
     merged = list(merge_events([api.events, engine.events]))
     assert [e.source.path for e in merged] == ["api.log", "engine.log", "api.log"]

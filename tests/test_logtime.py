@@ -21,7 +21,7 @@ LINE = "Loading model weights took 14.99 GiB"
     (f"Jul  7 15:19:48 gpu-node-3 vllm[1234]: {LINE}", (7, 7, 15, 19, 48)),                   # syslog pads the day
     (f"Nov 30 12:00:01 gpu-node-3 vllm[1234]: INFO 11-30 11:59:59 [loader.py:12] {LINE}", (11, 30, 11, 59, 59)),
     (f"2026-11-30T12:00:01.123456789Z {LINE}", (11, 30, 12, 0, 1)),                            # kubectl --timestamps
-    (f"2026-11-30T12:00:01+02:00 {LINE}", (11, 30, 12, 0, 1)),                                 # as written, zone not applied
+    (f"2026-11-30T12:00:01+02:00 {LINE}", (11, 30, 12, 0, 1)),     # as written, zone not applied
 ])
 def test_every_format_of_a_line_time_reads_as_month_day_time(raw, clock):
     [record] = list(records([(1, raw)]))

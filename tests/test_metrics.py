@@ -173,7 +173,8 @@ def _exposition(*bodies):
 
 
 def test_counter_reset_is_a_restart_not_a_negative_delta():
-    samples = _exposition('c_total 100\nc_created 1000\n', 'c_total 130\nc_created 1000\n', 'c_total 7\nc_created 2000\n')
+    samples = _exposition('c_total 100\nc_created 1000\n', 'c_total 130\nc_created 1000\n',
+                          'c_total 7\nc_created 2000\n')
     grown = counter_increase([s for s in samples if s.name == "c_total"], [s for s in samples if s.name == "c_created"])
     assert grown.value == 30 + 7 and grown.resets == 1
     # a restart that already climbed past the old value is caught by _created alone

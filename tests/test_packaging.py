@@ -21,7 +21,7 @@ SETUPTOOLS_WARNINGS = re.compile(r"BuildBackendWarning|SetuptoolsDeprecationWarn
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
     result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
-                            capture_output=True, text=True, timeout=600)
+                            check=False, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     return result, next(out.glob("vtriage-*.whl"))
 
@@ -43,7 +43,8 @@ def test_the_wheel_ships_every_fixture_log_runbook_rule_and_template(wheel):
 
 def _commands(pattern: str) -> list[list[str]]:
     lines = CI.replace("\\\n", " ").splitlines()
-    return [shlex.split(line.split(" #")[0]) for line in lines if re.search(pattern, line) and not line.lstrip().startswith("#")]
+    return [shlex.split(line.split(" #")[0]) for line in lines if re.search(pattern, line)
+            and not line.lstrip().startswith("#")]
 
 
 def test_ci_runs_pytest_once_so_its_summary_line_shows():
@@ -63,4 +64,14 @@ def test_ci_silences_only_setuptools_editable_notice():
 def test_ci_apt_waits_for_the_dpkg_lock_and_says_what_it_installs():
     assert "apt-get -o DPkg::Lock::Timeout=" in CI
     assert re.search(r'echo "[^"]*installing \$\{missing\[\*\]\}', CI)
-    assert not re.search(r"^\s*(\$SUDO )?apt-get (update|install)", CI, re.M), "every apt-get call goes through APT (the lock timeout)"
+    assert not re.search(r"^\s*(\$SUDO )?apt-get (update|install)", CI, re.M), ("every apt-get call goes through "
+                                                                                "APT (the lock timeout)")
+
+
+def test_ci_runs_ruff_and_mypy_on_the_package_before_the_suite():
+    lines = [line for line in CI.splitlines() if not line.lstrip().startswith("#")]
+    at = {name: next(i for i, line in enumerate(lines) if re.search(pattern, line))
+          for name, pattern in (("ruff", r"\bruff check\b.* triage\b"), ("mypy", r"\bmypy\b.* triage\b"),
+                                ("pytest", r"-m pytest"))}
+    assert at["ruff"] < at["pytest"] and at["mypy"] < at["pytest"], at
+    assert not re.search(r"\b(ruff|mypy)\b[^\n]*\|\| *true", CI), "a static check that cannot fail CI checks nothing"

@@ -43,7 +43,7 @@ def log_line(draw) -> str:
     return draw(st.sampled_from(PREFIXES)) + sample + draw(st.text(max_size=20))
 
 
-log_text = st.lists(log_line(), max_size=40).map(lambda lines: "\n".join(lines))
+log_text = st.lists(log_line(), max_size=40).map("\n".join)
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -311,7 +311,8 @@ def prefixed_line(draw) -> str:
                                   "[a b.py:1] ", "[x.py:y] "]))
     message = draw(st.one_of(st.text(max_size=60), glued_records(), st.sampled_from(SAMPLES),
                              st.lists(st.sampled_from(LEVEL_BITS + ["\x1b[0m", "^[[0;36m", "[36m", "\r", "{", "|",
-                                                                     "2025-07-07T15:19:48Z "]), max_size=8).map("".join)))
+                                                                     "2025-07-07T15:19:48Z "]),
+                                      max_size=8).map("".join)))
     return "".join(groups) + level + when + where + message
 
 

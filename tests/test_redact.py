@@ -24,7 +24,7 @@ INFO 05-14 08:01:05 llm_engine.py:161] Initializing an LLM engine (v0.5.0) with 
 WARNING 05-14 08:01:06 utils.py:9] Starting with VLLM_API_KEY={SECRETS['api_key']} and --api-key {SECRETS['api_key']}
 huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url https://huggingface.co/m/resolve/main/config.json?token={SECRETS['hf_token']}.
 ValueError: Free memory on device (31.02/79.19 GiB) on startup is less than desired GPU memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
 
 
 # A start-up that dies on a gated repository: the secrets sit in the deciding line, the config banner,
@@ -35,7 +35,7 @@ ERROR 05-14 08:01:04 client.py:1] request failed with header Authorization: Bear
 Traceback (most recent call last):
   File "/usr/lib/python3/site-packages/huggingface_hub/utils/_http.py", line 406, in hf_raise_for_status
 huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url https://huggingface.co/acme/private/resolve/main/config.json?token={SECRETS['hf_token']}.
-"""
+"""  # noqa: E501 - log lines as vLLM prints them
 
 # /metrics whose labels carry a model URL with a password, as a model served from a private mirror does.
 METRICS = f"""# TYPE vllm:num_requests_running gauge

@@ -195,7 +195,8 @@ def test_rules_test_names_the_file_and_example_that_fails(tmp_path):
     assert quiet in text
     path.write_text(text.replace(quiet, quiet.replace('"quiet"', '"fires"'), 1))
     sigs = folder / "signatures" / "memory_errors.toml"
-    sigs.write_text(sigs.read_text().replace("samples = [", 'samples = ["torch: out of memory. Tried to allocate (no figure)", ', 1))
+    sigs.write_text(sigs.read_text().replace("samples = [",
+                                             'samples = ["torch: out of memory. Tried to allocate (no figure)", ', 1))
     result = run_cli("rules", "--test", "--rules", str(folder))
     out = result.stdout.decode()
     assert result.returncode == 1, out
@@ -212,4 +213,5 @@ def test_rules_test_of_rules_that_do_not_load_is_a_usage_error(tmp_path):
     path.write_text(path.read_text().replace('value = "kv_too_small"', 'value = "kv_too_smal"', 1))
     result = run_cli("rules", "--test", "--rules", str(folder))
     assert result.returncode == 2
-    assert "kv-too-small.toml: when.value" in result.stderr.decode() and "did you mean 'kv_too_small'" in result.stderr.decode()
+    err = result.stderr.decode()
+    assert "kv-too-small.toml: when.value" in err and "did you mean 'kv_too_small'" in err

@@ -99,7 +99,8 @@ def test_a_log_with_little_to_set_aside_is_split_here_with_the_same_result(kit, 
     """Stats lines only: after the first pieces the reader stops sending pieces to the workers
     (every line would come back to be parsed) and splits the rest itself; the lines are the same."""
     path = tmp_path / "stats.log"
-    path.write_text("".join(STATS.format(m=i // 60 % 60, s=i % 60, r=i % 9, w=i % 3, kv=50.0) + "\n" for i in range(9000))
+    path.write_text("".join(STATS.format(m=i // 60 % 60, s=i % 60, r=i % 9, w=i % 3, kv=50.0) + "\n"
+                            for i in range(9000))
                     + "".join(_request(i, "x") + "\n" for i in range(3000)))
     keys = kit.signatures.bulk_patterns
     one = _read(path, keys)

@@ -85,20 +85,22 @@ def test_a_broken_fixture_set_is_one_line_exit_2(tmp_path, manifest, needle):
 def installed(tmp_path_factory):
     """The wheel as a user would install it, importable from outside the checkout."""
     tmp = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(ROOT)],
-                           capture_output=True, text=True, timeout=600)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                            str(tmp / "dist"), str(ROOT)],
+                           check=False, capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr
     [wheel] = (tmp / "dist").glob("vtriage-*.whl")
     target = tmp / "site"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                           str(target), str(wheel)],
+                          check=False, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return wheel, target
 
 
 def _from_wheel(target, *args):
     env = {**os.environ, "PYTHONPATH": str(target), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "triage", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "triage", *args], check=False, capture_output=True, text=True, env=env,
                           cwd=target.parent, timeout=300)
 
 
@@ -108,8 +110,9 @@ def test_the_wheel_ships_the_fixtures_and_runbooks_once(installed):
     logs = [n for n in names if n.startswith("triage/fixtures_data/logs/")]
     assert len(logs) == len(MANIFEST) and "triage/fixtures_data/manifest.toml" in names
     assert {f"triage/runbooks_data/{v}.md" for v in VERDICTS} <= set(names)
-    where = subprocess.run([sys.executable, "-c", "import triage; print(triage.__file__)"], capture_output=True,
-                           text=True, env={**os.environ, "PYTHONPATH": str(target)}, cwd=target.parent)
+    where = subprocess.run([sys.executable, "-c", "import triage; print(triage.__file__)"], check=False,
+                           capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(target)}, cwd=target.parent)
     assert where.stdout.startswith(str(target))           # the installed copy, not the checkout
 
 

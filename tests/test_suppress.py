@@ -107,7 +107,8 @@ def test_runbook_url_points_reports_at_the_teams_pages(repo):
 
 @pytest.mark.parametrize("content,needle", [
     ('[[ignore]]\nrule = "preemption-observed"\n', "ignore[0].reason: missing: say why"),
-    ('[[ignore]]\nrule = "preemption-observd"\nreason = "x"\n', "ignore[0].rule: unknown rule 'preemption-observd' (hint: did you mean 'preemption-observed'?)"),
+    ('[[ignore]]\nrule = "preemption-observd"\nreason = "x"\n',
+     "ignore[0].rule: unknown rule 'preemption-observd' (hint: did you mean 'preemption-observed'?)"),
     ('[[ignore]]\nrule = "no-failure"\nreason = "x"\n', "ignore[0].rule: 'no-failure' is a branch of the tree"),
     ('[[ignore]]\nrule = "oom-unplaced"\nreson = "x"\n', "ignore[0].reson: unknown key (hint: did you mean 'reason'?)"),
     ('[[ignore]]\nrule = "oom-unplaced"\nreason = "x"\nexpires = "soon"\n', "ignore[0].expires: must be a date"),

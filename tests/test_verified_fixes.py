@@ -31,7 +31,8 @@ def test_every_fix_says_what_the_model_made_of_it_and_only_a_checked_one_leads(k
     flat = text.replace("\n     ", " ")
     short_at = text.find("Not enough alone")
     for number, fix in enumerate(report.diagnosis.fixes, 1):
-        assert fix.status in ("checked", "unchecked", "not_enough", "advice") and fix.checked == (fix.status == "checked")
+        assert fix.status in ("checked", "unchecked", "not_enough", "advice")
+        assert fix.checked == (fix.status == "checked")
         if fix.status == "checked" and fix.value is not None:
             assert fix.predicted and fix.predicted["summary"], fix
             assert fix.predicted.get("starts") is not False, fix
@@ -44,7 +45,8 @@ def test_every_fix_says_what_the_model_made_of_it_and_only_a_checked_one_leads(k
     if report.launch is not None:
         lead = report.diagnosis.fixes[report.launch.fix_index - 1]
         assert lead.status == "checked" and lead.flag and all(
-            f.status != "checked" or not f.flag or f.value is None for f in report.diagnosis.fixes[:report.launch.fix_index - 1])
+            f.status != "checked" or not f.flag or f.value is None
+            for f in report.diagnosis.fixes[:report.launch.fix_index - 1])
 
 
 def test_largest_max_model_len_is_the_largest(kit):
@@ -112,7 +114,8 @@ def test_max_num_seqs_is_sized_from_the_tokens_a_request_held(kit):
     report = report_of(kit, "v1/preemption_slowdown-qwen3-32b-h200-preemptions-in-stats.log")
     facts = report.diagnosis.facts
     fix = flag_fix(report, "--max-num-seqs")
-    per_request = facts["kv_cache_usage_max"].value * facts["kv_cache_tokens"].value / facts["running_at_saturation"].value
+    per_request = (facts["kv_cache_usage_max"].value * facts["kv_cache_tokens"].value
+                   / facts["running_at_saturation"].value)
     assert fix.value == int(0.9 * facts["kv_cache_tokens"].value / per_request)
     assert fix.checked and fix.predicted["kv_cache_usage"] <= 0.9
 
@@ -144,7 +147,8 @@ def test_a_preemption_fix_that_still_overflows_is_not_enough_alone(kit):
                                                "tokens need 128,267 KV tokens and the cache would hold 82,336")
     assert "combine with --max-num-seqs 73" in fp8.predicted["summary"]
     assert tp.status == "checked" and tp.predicted["kv_cache_tokens"] >= 128_267
-    assert seqs.status == "checked" and seqs.value * seqs.predicted["tokens_per_request"] <= seqs.predicted["kv_cache_tokens"]
+    assert seqs.status == "checked"
+    assert seqs.value * seqs.predicted["tokens_per_request"] <= seqs.predicted["kv_cache_tokens"]
     assert report.command.endswith("--max-num-seqs 36")
 
 
@@ -175,7 +179,8 @@ def test_the_gpu_given_on_the_command_line_sizes_the_fix():
     _, given = _json(str(FIXTURES / "logs" / README_LOG), "--gpu", "L4")
     assert given["facts"]["gpu_total_gib"]["value"] == 22.05
     assert given["facts"]["gpu_total_gib"]["note"].startswith("given: --gpu L4 (NVIDIA L4: 22.05 GiB")
-    assert given["fixes"][1]["action"] == "Raising --gpu-memory-utilization is not enough: 131072 tokens would need 1.05"
+    assert given["fixes"][1]["action"] == ("Raising --gpu-memory-utilization is not enough: 131072 "
+                                           "tokens would need 1.05")
 
 
 def test_the_model_config_checks_what_the_log_could_not():

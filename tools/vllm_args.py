@@ -59,7 +59,8 @@ def _dataclasses(files: list[Path]) -> dict[str, dict[str, Field]]:
                 for item in node.body:
                     if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                         default = _literal(item.value) if item.value is not None else _UNSET
-                        if isinstance(item.value, ast.Call) and getattr(item.value.func, "id", "") in ("field", "Field"):
+                        if isinstance(item.value, ast.Call) \
+                                and getattr(item.value.func, "id", "") in ("field", "Field"):
                             kw = {k.arg: k.value for k in item.value.keywords}
                             default = _literal(kw["default"]) if "default" in kw else _UNSET
                         fields[item.target.id] = Field(ast.unparse(item.annotation), default)
@@ -114,7 +115,8 @@ def _arguments(path: Path, classes: dict[str, dict[str, Field]], engine_defaults
 
 
 def _record(call: ast.Call, loop: dict[str, Field] | None, found: dict[str, dict],
-            classes: dict[str, dict[str, Field]], kwargs_of: dict[str, str], engine_defaults: dict[str, object]) -> None:
+            classes: dict[str, dict[str, Field]], kwargs_of: dict[str, str],
+            engine_defaults: dict[str, object]) -> None:
     if loop and any(isinstance(a, ast.JoinedStr) for a in call.args):
         for key, field in loop.items():                # the FrontendArgs loop: one flag per field
             _put(found, ["--" + key.replace("_", "-")], key, _kind_of(field.annotation), field.default)
@@ -186,7 +188,8 @@ def _server_parser(vllm: Path) -> Path:
     serve = vllm / "entrypoints" / "cli" / "serve.py"
     if serve.exists():
         for node in ast.walk(ast.parse(serve.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and any(a.name == "make_arg_parser" for a in node.names):
+            if isinstance(node, ast.ImportFrom) and node.module and any(a.name == "make_arg_parser"
+                                                                        for a in node.names):
                 path = vllm.parent / (node.module.replace(".", "/") + ".py")
                 if path.exists():
                     return path

@@ -1,6 +1,6 @@
 """`vtriage alerts`: Prometheus alert rules that would catch the diagnosed failure next time.
 
-The metric names depend on the vLLM version (../shared/vllm-log-formats.md section 6): KV usage is
+The metric names depend on the vLLM version (docs/metrics.md): KV usage is
 `vllm:gpu_cache_usage_perc` in V0 and in V1 before 0.9.2, `vllm:kv_cache_usage_perc` in V1 from 0.9.2
 (the old name is hidden from 0.11 and removed in 0.12); `vllm:num_preemptions_total` exists in V0
 from 0.4.3 and V1 from 0.8.0. With no version known the rules use both names. Restarts come from

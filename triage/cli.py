@@ -31,12 +31,16 @@ from .vocabulary import VERDICTS
 # The rest is imported where it is used: `vtriage --version` and a small log must not wait for HTTP,
 # templates, the capacity model, GPU probing or the self-test (see docs/performance.md, start-up).
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .gpu import GpuSnapshot
     from .httpget import HttpOptions
     from .metricinputs import MetricsRead
+    from .model import Fact
     from .pipeline import Toolkit
 
-DEFAULT_MAX_BYTES = "64MiB"    # httpget.MAX_BYTES, written out so the CLI starts without requests (a test holds them equal)
+# httpget.MAX_BYTES, written out so the CLI starts without requests (a test holds them equal)
+DEFAULT_MAX_BYTES = "64MiB"
 
 EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -54,16 +58,19 @@ def load_toolkit(rules_dir: str | None) -> Toolkit:
     from .ruleset import load_rules
     from .signatures import load_signatures
     directory = Path(rules_dir) if rules_dir else None
-    return Toolkit(rules=load_rules(directory), signatures=load_signatures(directory / "signatures" if directory else None))
+    return Toolkit(rules=load_rules(directory),
+                   signatures=load_signatures(directory / "signatures" if directory else None))
 
 
-def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool, ignore: Sequence[str]) -> tuple[Toolkit, Config]:
+def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool,
+                     ignore: Sequence[str]) -> tuple[Toolkit, Config]:
     """The toolkit with the suppressions and runbook URL of .vtriage.toml (found, or --config) and --ignore."""
     if config_path and no_config:
         raise click.UsageError("--config and --no-config contradict each other; give one")
     path = Path(config_path) if config_path else None if no_config else find_config(Path.cwd(), Path.home())
     if config_path and not Path(config_path).is_file():
-        raise InputError(config_path, "no such config file", f"create it, or drop --config to use the nearest {CONFIG_NAME}")
+        raise InputError(config_path, "no such config file",
+                         f"create it, or drop --config to use the nearest {CONFIG_NAME}")
     config = load_config(path, kit.rules, date.today()) if path else Config(None)
     config = with_ignored(config, ignore, kit.rules)
     return dataclasses.replace(kit, suppressions=config.suppressions, runbook_url=config.runbook_url), config
@@ -75,7 +82,8 @@ def _config_options(fn):
                       help="Suppress RULE (a rule id from `vtriage rules`): listed as SUPPRESSED, never decides.")(fn)
     fn = click.option("--no-config", is_flag=True, help=f"Do not read {CONFIG_NAME}.")(fn)
     fn = click.option("--config", "config_path", metavar="PATH",
-                      help=f"Read suppressions from PATH instead of the nearest {CONFIG_NAME} (up to the git root or home).")(fn)
+                      help=f"Read suppressions from PATH instead of the nearest {CONFIG_NAME} (up to "
+                           "the git root or home).")(fn)
     return fn
 
 
@@ -161,7 +169,8 @@ def check_output(path: str | None) -> None:
     except OSError as exc:
         said = (exc.strerror or str(exc)).lower()
         hint = _WRITE_HINTS.get(exc.errno or 0)
-        raise click.UsageError(f"-o {path}: cannot write in {directory}: {said}" + (f" ({hint})" if hint else "")) from None
+        raise click.UsageError(f"-o {path}: cannot write in {directory}: {said}"
+                               + (f" ({hint})" if hint else "")) from None
 
 
 def stdin_is_piped() -> bool:
@@ -268,7 +277,8 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
         return read_files(o["metrics_files"], o["interval"] if interval_given else None)
     web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"], o["max_bytes"])
     if o["metrics_urls"]:
-        return read_urls(o["metrics_urls"], o["samples"], o["interval"], _http_options(*web, api_key=True), _countdown())
+        return read_urls(o["metrics_urls"], o["samples"], o["interval"],
+                         _http_options(*web, api_key=True), _countdown())
     if o["prometheus_url"]:
         return read_prometheus(o["prometheus_url"], o["selector"], o["job"], o["instance"], o["since"], o["until"],
                                o["at"], o["step"], _http_options(*web, api_key=False))
@@ -312,9 +322,11 @@ _SIZE = _Size()
 @click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS), case_sensitive=False), default="text",
               show_default=True, help="Output format (default: the one -o's extension names, else text).")
 @click.option("-o", "--output", metavar="PATH",
-              help="Write the report to PATH (atomically) instead of stdout; .html, .md, .json or .txt picks the format.")
+              help="Write the report to PATH (atomically) instead of stdout; .html, .md, .json or "
+                   ".txt picks the format.")
 @click.option("--force", is_flag=True, help="Print HTML on a terminal anyway (it asks for -o otherwise).")
-@click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR instead of the bundled ones.")
+@click.option("--rules", "rules_dir", metavar="DIR",
+              help="Use the rules and signatures in DIR instead of the bundled ones.")
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="A saved /metrics snapshot (curl .../metrics > m.prom); repeat for several, oldest first "
                    "(snapshots with timestamps, e.g. from /federate, are put in order by them).")
@@ -336,7 +348,8 @@ _SIZE = _Size()
 @click.option("--read-timeout", type=_SECONDS, default=30.0, show_default=True, metavar="SECONDS",
               help="Give up when the whole answer (headers and body) has not arrived after this long.")
 @click.option("--max-bytes", type=_SIZE, default=DEFAULT_MAX_BYTES, show_default=True, metavar="SIZE",
-              help="Read at most this much of an answer, after decompression (e.g. 256MiB; a big /metrics is a few MiB).")
+              help="Read at most this much of an answer, after decompression (e.g. 256MiB; a big "
+                   "/metrics is a few MiB).")
 @click.option("--prometheus", "prometheus_url", metavar="URL",
               help="Read the vLLM series from a Prometheus server (query_range); one line per instance.")
 @click.option("--selector", metavar="'{LABEL=\"VALUE\",...}'",
@@ -344,7 +357,8 @@ _SIZE = _Size()
 @click.option("--job", metavar="JOB", help="Shorthand for a job=\"JOB\" matcher.")
 @click.option("--instance", metavar="INSTANCE", help="Shorthand for an instance=\"INSTANCE\" matcher.")
 @click.option("--since", metavar="TIME|DURATION",
-              help="Start of the window: a time (2026-11-30T10:00, '11-30 10:00', 10:00) or a duration (1h, 30m) before "
+              help="Start of the window: a time (2026-11-30T10:00, '11-30 10:00', 10:00) or a "
+                   "duration (1h, 30m) before "
                    "--until, else before the end of the log (with --prometheus: before now; default 1h there).")
 @click.option("--until", metavar="TIME|DURATION",
               help="End of the window: a time, or a duration before the end of the log (with --prometheus: now).")
@@ -359,7 +373,8 @@ _SIZE = _Size()
 @click.option("--allow-empty", is_flag=True,
               help="With --fail-on: judge an empty input, or one with no vLLM output, by the policy (inconclusive) "
                    "instead of exiting 3.")
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing on stdout: the exit code is the answer (-o still writes).")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print nothing on stdout: the exit code is the answer (-o still writes).")
 @_config_options
 @click.option("--gpu-snapshot", metavar="FILE",
               help="GPU memory and processes as external-pressure evidence: `vtriage gpu --format json` output, "
@@ -378,7 +393,8 @@ _SIZE = _Size()
               help="The model's local config.json (or its folder): exact parameters, KV bytes per token, heads.")
 @click.pass_context
 def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str | None, force: bool,
-             rules_dir: str | None, no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...], allow_empty: bool, quiet: bool,
+             rules_dir: str | None, no_redact: bool, redact_prompts: bool, fail_on: tuple[str, ...],
+             allow_empty: bool, quiet: bool,
              config_path: str | None, no_config: bool, ignore: tuple[str, ...], gpu_snapshot: str | None,
              probe_gpu: bool, vllm_pids: tuple[int, ...], gpu_name: str | None, gpu_memory_gib: float | None,
              gpus: int | None, model_config: str | None, **metric_options) -> None:
@@ -531,7 +547,7 @@ def _changes(options: dict) -> dict:
         ({"enforce_eager": True} if options.get("enforce_eager") else {})
 
 
-def _log_facts(path: str, rules_dir: str | None) -> dict:
+def _log_facts(path: str, rules_dir: str | None) -> Mapping[str, Fact]:
     from .redact import Redactor
     from .pipeline import build_report
     from .sources import open_log
@@ -605,13 +621,15 @@ _OUTPUT = click.option("-o", "--output", metavar="PATH",
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="/metrics snapshots whose request-size histograms give the observed prompt + output lengths.")
 @click.option("--model-config", metavar="CONFIG", help="The model's local config.json: exact weight and KV sizes.")
-@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5), help="The GPU's memory, when the log does not print it.")
+@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5),
+              help="The GPU's memory, when the log does not print it.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the signatures in DIR instead of the bundled ones.")
 @_FORMAT
 @_OUTPUT
 @click.pass_context
 def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...], model_config: str | None,
-                   gpu_memory_gib: float | None, rules_dir: str | None, fmt: str, output: str | None, **options) -> None:
+                   gpu_memory_gib: float | None, rules_dir: str | None, fmt: str, output: str | None,
+                   **options) -> None:
     """What the incident's server would do with other flags, from the log's own figures.
 
     \b
@@ -635,12 +653,15 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
 @_serve_flags
 @click.option("--model-config", metavar="CONFIG", help="The model's local Hugging Face config.json (or its folder).")
 @click.option("--from-log", "from_log", metavar="LOG", help="Calibrate from a previous startup log instead.")
-@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5), help="Memory of one GPU, e.g. 80 (79.19 as torch sees an H100).")
-@click.option("--gpus", type=click.IntRange(1, 100_000), help="GPUs available (default: tensor x pipeline parallel size).")
+@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5),
+              help="Memory of one GPU, e.g. 80 (79.19 as torch sees an H100).")
+@click.option("--gpus", type=click.IntRange(1, 100_000),
+              help="GPUs available (default: tensor x pipeline parallel size).")
 @click.option("--expect-prompt-tokens", type=_TOKENS, help="Typical prompt length, in tokens.")
 @click.option("--expect-output-tokens", type=_TOKENS, help="Typical output length, in tokens.")
 @_vllm_version_option("The vLLM release to model, e.g. 0.10.2 (default: a current one, 0.20+).")
-@click.option("--disable-sliding-window", is_flag=True, help="As vllm serve's flag: every layer keeps the full context.")
+@click.option("--disable-sliding-window", is_flag=True,
+              help="As vllm serve's flag: every layer keeps the full context.")
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="With --from-log: /metrics snapshots whose histograms give the expected lengths.")
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the signatures in DIR instead of the bundled ones.")
@@ -658,7 +679,7 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
       vtriage check --model-config ./Llama-3.1-70B-Instruct --gpu-memory-gib 80 --gpus 4 --tensor-parallel-size 4
       vtriage check --from-log last-startup.log --max-num-seqs 512 --expect-prompt-tokens 2000 --expect-output-tokens 500
     Exit codes: 0 it fits, 1 a problem is predicted, 2 usage or input error, 3 not enough figures to predict.
-    """
+    """  # noqa: E501 - --help prints each example command on one line
     from .capacity.lengths import Lengths
     from .capacity.model import Settings
     from .capacity.scenario import check
@@ -675,7 +696,7 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
     if gpus is not None and needed > gpus:
         raise click.UsageError(f"tensor x pipeline parallel size is {needed}, but --gpus is {gpus}")
     lengths = None
-    if expect_prompt_tokens is not None:
+    if expect_prompt_tokens is not None and expect_output_tokens is not None:
         lengths = Lengths(0, float(expect_prompt_tokens), float(expect_output_tokens), None, None, (), "expected")
     elif metrics_files:
         lengths = _lengths_from_metrics(metrics_files)
@@ -865,7 +886,8 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
               "no vLLM version known: the rules watch both KV usage names (give a log or --vllm-version)")
 
     def runbook_for(verdict: str) -> tuple[str, str | None]:
-        return kit.rules.classes[verdict].runbook, runbook_link(verdict, kit.rules, kit.runbook_url) if kit.runbook_url else None
+        return (kit.rules.classes[verdict].runbook,
+                runbook_link(verdict, kit.rules, kit.runbook_url) if kit.runbook_url else None)
 
     spec = AlertSpec(namespace=namespace, container=container, verdict=report.diagnosis.verdict if report else None,
                      runbook=runbook_for, labels=extra,
@@ -916,13 +938,15 @@ def explain_command(topic: str | None, fmt: str, rules_dir: str | None) -> None:
         click.echo("\nvtriage explain VERDICT prints its runbook (Meaning, Impact, Diagnosis, Mitigation).")
         return
     page = runbook_text(resolve_topic(topic.strip().lower(), kit.rules))
-    click.echo(page if fmt.lower() == "markdown" else render_runbook_text(page, color=_use_color("text", None)), nl=False)
+    click.echo(page if fmt.lower() == "markdown"
+               else render_runbook_text(page, color=_use_color("text", None)), nl=False)
 
 
 def facts_markdown() -> str:
     """docs/facts.md, generated from the registry so the two cannot drift."""
     from .facts import FACTS
-    lines = ["# Facts", "", "The closed vocabulary of the rules (`rules/*.toml`). Units are in the names; ratios are 0-1.",
+    lines = ["# Facts", "",
+             "The closed vocabulary of the rules (`rules/*.toml`). Units are in the names; ratios are 0-1.",
              "An absent fact means the input did not give it: it is unknown, never zero.", "",
              "Generated by `vtriage rules --facts`; a test keeps this file in step with the code.", "",
              "| fact | type | unit | meaning |", "|---|---|---|---|"]

@@ -117,7 +117,8 @@ def argument_list(version: str | None, namespace: Iterable[str] = (),
         best = max(overlap.values())
         matching = [r for r in upto if overlap[r] == best]
         span = matching[0] + (f"-{matching[-1]}" if len(matching) > 1 else "")
-        why = (f"its Namespace lists exactly the arguments of {'these releases' if len(matching) > 1 else 'this release'}"
+        why = ("its Namespace lists exactly the arguments of "
+               f"{'these releases' if len(matching) > 1 else 'this release'}"
                if best == 1.0 else "its Namespace matches this release's arguments best")
         return _release(matching[-1]), f"vLLM {span} (the log names no version; {why})"
     return _release(ordered[-1]), f"vLLM {ordered[-1]} (the log names no version: the newest release known)"
@@ -303,7 +304,8 @@ def read_launch(events: Sequence[LogEvent], args: ArgumentList) -> Launch:
                 continue
             if _secret(dest, value):
                 missing.append(f"--{dest.replace('_', '-')} (a secret the log hides: add your own)")
-            elif isinstance(value, _Unparsed) or (isinstance(value, list) and any(isinstance(v, _Unparsed) for v in value)):
+            elif isinstance(value, _Unparsed) or (isinstance(value, list)
+                                                  and any(isinstance(v, _Unparsed) for v in value)):
                 missing.append(f"--{dest.replace('_', '-')} (printed as an object, not a value)")
             elif flag is None and program != OFFLINE:
                 missing.append(f"{dest} (not a flag of vLLM {args.release})")
@@ -417,9 +419,9 @@ def build_command(launch: Launch, fix: Fix, args: ArgumentList, fix_index: int) 
             head = launch.program.split() + ([model] if launch.program == SERVE else ["--model", model])
             text = " ".join(env_words + head + words)
         else:                       # only what the fix sets: the rest of the command is the user's own
-            own = [w for d, v in set_dests.items() for w in _flag_words(args.flag_for(d) or "",
-                                                                          args.arguments.get(args.flag_for(d) or "", {}),
-                                                                          v) or []]
+            own = [w for d, v in set_dests.items()
+                   for w in _flag_words(args.flag_for(d) or "", args.arguments.get(args.flag_for(d) or "", {}), v)
+                   or []]
             text = " ".join([f"{k}={shlex.quote(str(v))}" for k, v in env.items()] + own)
     kept_names = tuple(f"{k}={v}" for k, v in kept_env.items()) + names
     return LaunchCommand(text=text, complete=complete, fix_index=fix_index, changed=changed, kept=kept_names,

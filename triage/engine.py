@@ -211,6 +211,7 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str,
     trace = Trace()
     chosen = _walk(rules, rules.roots, facts, trace, (), suppressed)
     findings: list[Finding] = []
+    path_ids: tuple[str, ...]
     if chosen is None:
         verdict, confidence, path_ids = "inconclusive", "low", ()
     else:
@@ -238,7 +239,8 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str,
     not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
     ruled_out, not_assessed = _ruled_out(rules, verdict, facts, trace, silenced) if full else ([], [])
     return Diagnosis(verdict=verdict, confidence=confidence, rule_path=path_ids, findings=tuple(findings),
-                     ruled_out=tuple(ruled_out), not_assessed=tuple(not_assessed), fixes=tuple(fixes), facts=dict(facts),
+                     ruled_out=tuple(ruled_out), not_assessed=tuple(not_assessed),
+                     fixes=tuple(fixes), facts=dict(facts),
                      not_evaluated=not_evaluated, suppressed=tuple(silenced))
 
 

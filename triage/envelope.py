@@ -27,9 +27,12 @@ _OUTER = (
     re.compile(rf"^\[(?P<time>{_ISO_TIME})\]\s?(?P<rest>.*)$", re.S),                 # CI: [2026-...Z] text
     re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s?(?P<rest>.*)$", re.S),           # docker-compose
     re.compile(r"^ {0,4}\| (?P<rest>.*)$", re.S),                                     # CI: "  | text"
-    re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [\w./-]+(?:\[\d+\])?: (?P<rest>.*)$", re.S),  # syslog
-    re.compile(r"^\[(?:INFO|WARN|ERROR|DEBUG) ?\] PyProcess - W-\S+?-(?:stdout|stderr): (?P<rest>.*)$", re.S),  # DJL Serving
-    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| (?:stdout|stderr|[\w.]+) \| (?P<rest>.*)$", re.S),  # FastChat
+    # syslog
+    re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [\w./-]+(?:\[\d+\])?: (?P<rest>.*)$", re.S),
+    # DJL Serving
+    re.compile(r"^\[(?:INFO|WARN|ERROR|DEBUG) ?\] PyProcess - W-\S+?-(?:stdout|stderr): (?P<rest>.*)$", re.S),
+    # FastChat
+    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| (?:stdout|stderr|[\w.]+) \| (?P<rest>.*)$", re.S),
 )
 _JSON_TEXT_KEYS = ("log", "message", "msg", "MESSAGE", "line")
 _JSON_TIME_KEYS = ("time", "timestamp", "ts", "@timestamp", "asctime")
@@ -47,7 +50,8 @@ _UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 _HOST_LOGGING = re.compile(r"(?:(?P<level1>DEBUG|INFO|WARNING|ERROR|CRITICAL):vllm[\w.]*:|-?\s*vllm[\w.]*\s+-\s+"
                            r"(?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+-\s+)")
 # vLLM's own record behind a wrapper vtriage does not know ("[Stage-1] INFO 05-01 ...", a framework's tag).
-_EMBEDDED_RECORD = re.compile(r"(?:\([^()]*?pid=\d+[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,]")
+_EMBEDDED_RECORD = re.compile(r"(?:\([^()]*?pid=\d+[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+                              r"\d\d-\d\d \d\d:\d\d:\d\d[ .,]")
 EMBEDDED_WINDOW = 200    # a wrapper's tag is short: look no further for vLLM's prefix
 # Ray's log deduplication appends this to a line several actors printed alike.
 _RAY_REPEATED = re.compile(r"\s*\[repeated (?P<times>\d+)x across cluster\]\s*$")

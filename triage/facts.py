@@ -58,13 +58,19 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("enable_prefix_caching", bool, None, "Prefix caching enabled."),
     _spec("block_size", int, "tokens", "KV cache block size."),
     _spec("platform", str, None, "Device vLLM runs on: cuda, rocm, xpu, tpu or cpu (host RAM is the device memory)."),
-    _spec("profile_batch_tokens", int, "tokens", "Tokens in the profiling run's one batch (max_num_batched_tokens; V0 without chunked prefill: max(max_model_len, 2048))."),
+    _spec("profile_batch_tokens", int, "tokens",
+          "Tokens in the profiling run's one batch (max_num_batched_tokens; V0 without chunked prefill: "
+          "max(max_model_len, 2048))."),
     # Memory at startup
     _spec("gpu_total_gib", float, "GiB", "Total memory of the GPU as torch or vLLM reports it."),
     _spec("budget_gib", float, "GiB", "gpu_memory_utilization x total: what vLLM may use."),
     _spec("weights_gib", float, "GiB", "Memory the model weights take on one GPU."),
-    _spec("model_params_b", float, "billion", "The model's parameters (every expert), from --model-config, the table of common models, or its name (a guess; the note says which)."),
-    _spec("weights_estimate_gib", float, "GiB", "Weights one GPU would hold, estimated from the parameters x bytes per parameter / GPUs, when the log never printed them loaded."),
+    _spec("model_params_b", float, "billion",
+          "The model's parameters (every expert), from --model-config, the table of common models, or its name (a "
+          "guess; the note says which)."),
+    _spec("weights_estimate_gib", float, "GiB",
+          "Weights one GPU would hold, estimated from the parameters x bytes per parameter / GPUs, when the log never "
+          "printed them loaded."),
     _spec("activation_gib", float, "GiB", "Peak activation memory measured while profiling."),
     _spec("non_torch_gib", float, "GiB", "Memory outside torch's allocator (CUDA context, NCCL, ...)."),
     _spec("cuda_graph_gib", float, "GiB", "Memory CUDA graph capture took."),
@@ -77,7 +83,9 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("kv_needed_gib", float, "GiB", "KV cache one max-length request needs (from vLLM's error)."),
     _spec("estimated_max_model_len", int, "tokens", "vLLM's own estimate of the longest length that fits."),
     _spec("kv_cache_sized", bool, None, "The KV cache was sized without error."),
-    _spec("kv_requested_gib", float, "GiB", "KV cache memory asked for (CPU: VLLM_CPU_KVCACHE_SPACE, --kv-cache-memory-bytes, or what the utilization leaves)."),
+    _spec("kv_requested_gib", float, "GiB",
+          "KV cache memory asked for (CPU: VLLM_CPU_KVCACHE_SPACE, --kv-cache-memory-bytes, or what the "
+          "utilization leaves)."),
     _spec("checkpoint_gib", float, "GiB", "Size of the model's checkpoint files (vLLM 0.30+ prints it while loading)."),
     # Memory at failure
     _spec("free_gib", float, "GiB", "Free GPU memory at the failure (startup check or torch OOM)."),
@@ -88,12 +96,14 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("private_pool_gib", float, "GiB", "Memory in torch private pools (CUDA graphs) at the OOM."),
     _spec("other_processes_gib", float, "GiB", "GPU memory held by processes other than vLLM."),
     _spec("other_processes", int, "processes", "How many other processes hold GPU memory."),
-    _spec("other_process_pids", str, None, "The PIDs of the other processes holding GPU memory, when the input names them."),
+    _spec("other_process_pids", str, None,
+          "The PIDs of the other processes holding GPU memory, when the input names them."),
     _spec("oom_self_share", float, "ratio", "Share of the GPU the vLLM process itself held at the OOM."),
     # Failure
     _spec("failure_kind", str, None, "What failed first: cuda_oom, kv_too_small, nccl_error, ..."),
     _spec("failed_phase", str, None, "Startup phase the failure happened in: " + ", ".join(PHASES) + "."),
-    _spec("failed_function", str, None, "The vLLM function (traceback frame or worker method) the failure happened in."),
+    _spec("failed_function", str, None,
+          "The vLLM function (traceback frame or worker method) the failure happened in."),
     _spec("reached_phase", str, None, "Furthest startup phase the log shows."),
     _spec("failure_message", str, None, "The root failure's line."),
     _spec("failing_process", str, None, "The process (rank) whose error is the root failure."),
@@ -107,32 +117,42 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("kv_cache_usage_max", float, "ratio", "Highest KV cache usage in stats lines or metrics."),
     _spec("kv_cache_usage_mean", float, "ratio", "Mean KV cache usage over stats lines or metrics."),
     _spec("saturated_intervals", int, "intervals", "Stats intervals with KV usage >= 95 %."),
-    _spec("saturated_queue_intervals", int, "intervals", "Stats intervals with KV usage >= 95 % and requests waiting or swapped."),
-    _spec("saturated_queue_share", float, "ratio", "Share of the stats intervals with KV usage >= 95 % and requests waiting or swapped."),
-    _spec("stalled_intervals", int, "intervals", "Stats intervals at the end of the log with requests waiting, none running and the KV cache empty."),
+    _spec("saturated_queue_intervals", int, "intervals",
+          "Stats intervals with KV usage >= 95 % and requests waiting or swapped."),
+    _spec("saturated_queue_share", float, "ratio",
+          "Share of the stats intervals with KV usage >= 95 % and requests waiting or swapped."),
+    _spec("stalled_intervals", int, "intervals",
+          "Stats intervals at the end of the log with requests waiting, none running and the KV cache empty."),
     _spec("waiting_max", int, "requests", "Largest waiting (pending) queue."),
     _spec("running_max", int, "requests", "Most requests running at once."),
     _spec("running_at_saturation", int, "requests", "Requests running while the KV cache was >= 95 % full."),
     _spec("swapped_max", int, "requests", "Most requests swapped to CPU (V0)."),
-    _spec("preemptions", int, "preemptions", "Preemptions: V0's cumulative counter, V1's per-interval sum, or the metric."),
+    _spec("preemptions", int, "preemptions",
+          "Preemptions: V0's cumulative counter, V1's per-interval sum, or the metric."),
     _spec("preemption_warnings", int, "lines", "V0 preemption warning lines (one per 50 preemptions)."),
     _spec("preemption_mode", str, None, "RECOMPUTE or SWAP."),
     _spec("preemption_rate_per_min", float, "per minute", "Preemptions per minute over the logged window."),
     _spec("serving_minutes", float, "minutes", "Length of the serving window the log covers."),
     _spec("vllm_lines", int, "lines", "Lines that are vLLM output."),
     # From /metrics (saved snapshots, a live scrape or a Prometheus range): see docs/metrics.md
-    _spec("metrics_declared_only", int, "metrics", "vLLM metrics the /metrics text declares (# HELP/# TYPE) while it holds no sample."),
-    _spec("metrics_snapshots", int, "snapshots", "Scrapes of the metrics read (snapshots, live samples or query steps)."),
+    _spec("metrics_declared_only", int, "metrics",
+          "vLLM metrics the /metrics text declares (# HELP/# TYPE) while it holds no sample."),
+    _spec("metrics_snapshots", int, "snapshots",
+          "Scrapes of the metrics read (snapshots, live samples or query steps)."),
     _spec("metrics_window_seconds", float, "seconds", "Time the metrics scrapes span."),
     _spec("saturated_seconds", float, "seconds", "Time the KV cache spent at >= 95 % usage in the metrics window."),
     _spec("saturated_share", float, "ratio", "Share of the metrics window the KV cache spent at >= 95 % usage."),
     _spec("waiting_growth", int, "requests", "Waiting queue at the end of the metrics window minus at its start."),
-    _spec("preemptions_since_start", int, "preemptions", "Preemptions since the server started (one snapshot's counter): context, not a rate."),
-    _spec("server_uptime_seconds", float, "seconds", "How long the server had run at the scrape (process_start_time_seconds or _created)."),
+    _spec("preemptions_since_start", int, "preemptions",
+          "Preemptions since the server started (one snapshot's counter): context, not a rate."),
+    _spec("server_uptime_seconds", float, "seconds",
+          "How long the server had run at the scrape (process_start_time_seconds or _created)."),
     _spec("prefix_cache_hit_rate", float, "ratio", "Prefix cache hits / queries over the window."),
-    _spec("requests_finished", int, "requests", "Requests that finished in the window (request_num_preemptions count)."),
+    _spec("requests_finished", int, "requests",
+          "Requests that finished in the window (request_num_preemptions count)."),
     _spec("preemptions_per_request_mean", float, "preemptions", "Mean preemptions per finished request."),
-    _spec("requests_preempted_share", float, "ratio", "Share of finished requests that were preempted (a lower bound when the histogram's first bucket is 1)."),
+    _spec("requests_preempted_share", float, "ratio",
+          "Share of finished requests that were preempted (a lower bound when the histogram's first bucket is 1)."),
     _spec("ttft_p50_seconds", float, "seconds", "Median time to first token (histogram, over the window)."),
     _spec("ttft_p95_seconds", float, "seconds", "95th percentile time to first token."),
     _spec("e2e_latency_p50_seconds", float, "seconds", "Median end-to-end request latency."),
@@ -145,15 +165,18 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("prompt_tokens_p95", float, "tokens", "95th percentile prompt length."),
     _spec("generation_tokens_p50", float, "tokens", "Median generated length of finished requests."),
     _spec("generation_tokens_p95", float, "tokens", "95th percentile generated length."),
-    _spec("gpu_memory_used_gib", float, "GiB", "GPU memory in use (dcgm-exporter DCGM_FI_DEV_FB_USED), the highest seen."),
-    _spec("gpu_memory_beyond_budget_gib", float, "GiB", "GPU memory in use beyond vLLM's reservation (gpu_memory_utilization x total): held by something else."),
+    _spec("gpu_memory_used_gib", float, "GiB",
+          "GPU memory in use (dcgm-exporter DCGM_FI_DEV_FB_USED), the highest seen."),
+    _spec("gpu_memory_beyond_budget_gib", float, "GiB",
+          "GPU memory in use beyond vLLM's reservation (gpu_memory_utilization x total): held by something else."),
 )}
 
 # Config keys read straight from events, with the event kinds to trust first.
 _CONFIG_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
                 "max_num_seqs", "max_num_batched_tokens", "dtype", "quantization", "kv_cache_dtype",
                 "enforce_eager", "enable_prefix_caching", "block_size", "vllm_version", "platform")
-_KIND_TRUST = {"auto_fit": 0, "kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2, "max_concurrency": 2, "args": 3,
+_KIND_TRUST = {"auto_fit": 0, "kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2,
+               "max_concurrency": 2, "args": 3,
                "engine_config": 4, "memory_profile": 5, "free_memory_low": 5, "memory_usage": 5, "version": 6,
                "model_name": 6, "load_start": 7, "long_context_warning": 8}
 _NONE_STRINGS = frozenset({"None", "none", "", "null"})
@@ -191,7 +214,8 @@ class _Facts:
 
 
 def _first_with(events: Sequence[LogEvent], key: str, trust: Mapping[str, int] = _KIND_TRUST) -> LogEvent | None:
-    candidates = [e for e in events if key in e.fields and not _is_none(e.fields[key]) and _possible(key, e.fields[key])]
+    candidates = [e for e in events if key in e.fields and not _is_none(e.fields[key])
+                  and _possible(key, e.fields[key])]
     if not candidates:
         return None
     return min(candidates, key=lambda e: (trust.get(e.kind, 9), e.seq))
@@ -299,7 +323,8 @@ def _profile_batch(out: _Facts, events: Sequence[LogEvent]) -> None:
     if chunked is not None and chunked.fields["chunked_prefill"] is False:
         why, refs = "chunked prefill is off", [chunked.source]
     elif chunked is None and version is not None and version < (0, 5, 3):
-        why, refs = f"vLLM {out.value('vllm_version')} has no chunked prefill by default", list(out.facts["vllm_version"].evidence)
+        why = f"vLLM {out.value('vllm_version')} has no chunked prefill by default"
+        refs = list(out.facts["vllm_version"].evidence)
     else:
         return
     out.put("profile_batch_tokens", max(max_len, 2048), list(out.facts["max_model_len"].evidence) + refs,
@@ -379,7 +404,8 @@ def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEv
     return None
 
 
-def _marker_phase(events: Sequence[LogEvent], signatures: SignatureSet, upto: int | None) -> tuple[int, LogEvent | None]:
+def _marker_phase(events: Sequence[LogEvent], signatures: SignatureSet,
+                  upto: int | None) -> tuple[int, LogEvent | None]:
     """Furthest phase the markers show, up to event `upto` (inclusive); -1 when none."""
     best, where = -1, None
     for e in events:
@@ -438,12 +464,13 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
         out.put("failing_processes", len(processes), [e.source for e in same])
     marker_rank, marker = _marker_phase(events, signatures, failure.seq)
     frame_rank, frame = _frame_phase(events, signatures, marker.seq if marker else -1, failure.process)
-    if frame_rank >= 0 and (frame_rank >= marker_rank or marker_rank < PHASE_RANK["serving"]):
+    if frame is not None and (frame_rank >= marker_rank or marker_rank < PHASE_RANK["serving"]):
         phase, why = frame_rank, [frame.source, failure.source]
-        note = f"from the traceback: {frame.fields.get('func', 'a frame')} is part of {PHASES[frame_rank].replace('_', ' ')}"
+        note = (f"from the traceback: {frame.fields.get('func', 'a frame')} is part of "
+                f"{PHASES[frame_rank].replace('_', ' ')}")
         if frame.fields.get("func"):
             out.put("failed_function", frame.fields["func"], [frame.source])
-    elif marker_rank >= 0:
+    elif marker is not None:
         phase, why = marker_rank, [marker.source, failure.source]
         marker_sig = signatures.by_id[marker.signature]
         if marker_sig.phase_done and marker_sig.phase != PHASES[marker_rank]:
@@ -560,7 +587,8 @@ def _graph_profiling(out: _Facts, events: Sequence[LogEvent]) -> None:
 def _budget(out: _Facts) -> None:
     total, util = out.value("gpu_total_gib"), out.value("gpu_memory_utilization")
     if "budget_gib" not in out.facts and total and util:
-        out.put("budget_gib", total * util, out.facts["gpu_total_gib"].evidence + out.facts["gpu_memory_utilization"].evidence,
+        out.put("budget_gib", total * util, out.facts["gpu_total_gib"].evidence
+                + out.facts["gpu_memory_utilization"].evidence,
                 "gpu_memory_utilization x total")
 
 
@@ -583,11 +611,13 @@ def _other_processes_from_oom(out: _Facts, oom: LogEvent) -> None:
                 usages.remove(closest)
                 own = closest
                 note = (f"torch names no 'this process'; the process holding {closest:.2f} GiB matches what "
-                        f"torch allocated ({allocated:.2f} GiB), so it is vLLM itself seen through a container's PID namespace")
+                        f"torch allocated ({allocated:.2f} GiB), so it is vLLM itself seen through a "
+                        "container's PID namespace")
         if own is not None:
             out.put("this_process_gib", own, [oom.source], note)
     others = sum(usages)
-    why = note or (f"{len(usages)} other process(es) named in the OOM text" if usages else "the OOM text names no other process")
+    why = note or (f"{len(usages)} other process(es) named in the OOM text" if usages
+                   else "the OOM text names no other process")
     total, free = oom.fields.get("gpu_total_gib"), oom.fields.get("free_gib")
     if own is not None and total and free is not None and total - free - own > others + SELF_MATCH_GIB:
         # torch names other processes only when NVML lets it see them (not across containers): the
@@ -609,7 +639,8 @@ def _outside_torch_from_old_oom(out: _Facts, oom: LogEvent) -> None:
         return
     outside = max(0.0, total - free - reserved - CUDA_CONTEXT_GIB)
     out.put("other_processes_gib", outside, [oom.source],
-            f"total {total:.2f} - free {free:.2f} - reserved by PyTorch {reserved:.2f} - about {CUDA_CONTEXT_GIB:.0f} GiB "
+            f"total {total:.2f} - free {free:.2f} - reserved by PyTorch {reserved:.2f} - about "
+            f"{CUDA_CONTEXT_GIB:.0f} GiB "
             "for this process's CUDA context (torch of this age lists no processes)")
     out.put("this_process_gib", reserved + CUDA_CONTEXT_GIB, [oom.source],
             f"reserved by PyTorch {reserved:.2f} GiB plus about {CUDA_CONTEXT_GIB:.0f} GiB of CUDA context")
@@ -663,7 +694,8 @@ def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
             queued_intervals = sum(e.fields.get("saturated_queue", 1) for e in queued)
             refs = [e.source for e in queued] or [usage[-1].source]
             out.put("saturated_queue_intervals", queued_intervals, refs)
-            out.put("saturated_queue_share", queued_intervals / counted, refs, f"{queued_intervals} of {counted} stats intervals")
+            out.put("saturated_queue_share", queued_intervals / counted, refs,
+                    f"{queued_intervals} of {counted} stats intervals")
             _stall(out, usage)
             busy = sorted(e.fields["running"] for e in saturated if "running" in e.fields)
             if busy:

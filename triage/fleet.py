@@ -4,8 +4,8 @@ Samples are split into units: one per instance (the `pod` label, else Prometheus
 the input itself), model (`model_name`) and data-parallel engine (`engine`). Each unit is diagnosed
 on its own; nothing is summed across engines or pods. The overall verdict is the unit whose problem is
 the most certain (high confidence first; among equals, failures before preemption), else inconclusive,
-else healthy; the report shows that unit in full. A sample without a label (cache_config_info has no model_name, V0 has no
-engine, dcgm-exporter has neither) belongs to every unit of its instance it does not contradict.
+else healthy; the report shows that unit in full. A sample without a label (cache_config_info has no model_name,
+V0 has no engine, dcgm-exporter has neither) belongs to every unit of its instance it does not contradict.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ INSTANCE_LABELS = ("pod", "instance")
 GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's own pod label is renamed on scrape
 CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
 KEY_FIGURES = ("kv_cache_usage_max", "saturated_share", "preemptions", "preemptions_since_start",
-               "preemption_rate_per_min", "preemptions_per_request_mean", "requests_preempted_share", "waiting_max", "waiting_growth", "ttft_p95_seconds",
+               "preemption_rate_per_min", "preemptions_per_request_mean", "requests_preempted_share", "waiting_max",
+               "waiting_growth", "ttft_p95_seconds",
                "e2e_latency_p95_seconds", "gpu_memory_used_gib", "gpu_memory_beyond_budget_gib")
 BEYOND_BUDGET_NOTABLE_GIB = 1.0
 SATURATED_NOTABLE_SHARE = 0.5
@@ -109,7 +110,8 @@ def _median(values: Sequence[float]) -> float | None:
     return ordered[len(ordered) // 2] if ordered else None
 
 
-def _stands_out(figures: Mapping[str, object], everyone: Sequence[Mapping[str, object]], diagnosis: Diagnosis) -> list[str]:
+def _stands_out(figures: Mapping[str, object], everyone: Sequence[Mapping[str, object]],
+                diagnosis: Diagnosis) -> list[str]:
     reasons = []
     lifetime = "preemptions" not in figures
     preempted = figures.get("preemptions", figures.get("preemptions_since_start"))
@@ -132,7 +134,7 @@ def _stands_out(figures: Mapping[str, object], everyone: Sequence[Mapping[str, o
     if isinstance(share, float) and share >= SATURATED_NOTABLE_SHARE:
         reasons.append(f"KV cache >= 95 % full for {share:.0%} of the window")
     ttft = figures.get("ttft_p95_seconds")
-    peers = [f["ttft_p95_seconds"] for f in everyone if isinstance(f.get("ttft_p95_seconds"), float)]
+    peers = [t for f in everyone if isinstance(t := f.get("ttft_p95_seconds"), float)]
     typical = _median(peers) if len(peers) >= 3 else None
     if isinstance(ttft, float) and typical and ttft >= SLOW_FACTOR * typical:
         reasons.append(f"time to first token p95 {ttft:.2f} s, {ttft / typical:.0f}x the fleet's median")
@@ -141,7 +143,8 @@ def _stands_out(figures: Mapping[str, object], everyone: Sequence[Mapping[str, o
     return reasons
 
 
-def instance_views(names: Sequence[str], units: Sequence[Unit], diagnoses: Sequence[Diagnosis]) -> tuple[InstanceView, ...]:
+def instance_views(names: Sequence[str], units: Sequence[Unit],
+                   diagnoses: Sequence[Diagnosis]) -> tuple[InstanceView, ...]:
     figures = [_figures(d) for d in diagnoses]
     views = []
     for name, unit, diagnosis, figs in zip(names, units, diagnoses, figures):

@@ -128,7 +128,7 @@ def _text(value: Any) -> str:
 
 def import_nvml() -> Any:
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError:
         raise GpuUnavailable("nvidia-ml-py is not installed (hint: pip install 'vtriage[gpu]', "
                              "or paste nvidia-smi output: vtriage gpu --from nvidia-smi.txt)") from None
@@ -143,7 +143,8 @@ def probe(nvml: Any, vllm_pids: Sequence[int] = (), proc: ProcReader | None = No
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
         raise GpuUnavailable(f"no usable NVIDIA GPU or driver here: {exc} "
-                             "(hint: run it on the GPU node, e.g. kubectl debug node/NODE, or in the vLLM pod)") from None
+                             "(hint: run it on the GPU node, e.g. kubectl debug node/NODE, "
+                             "or in the vLLM pod)") from None
     try:
         devices, processes = [], []
         driver = _text(nvml.nvmlSystemGetDriverVersion())
@@ -151,7 +152,8 @@ def probe(nvml: Any, vllm_pids: Sequence[int] = (), proc: ProcReader | None = No
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             memory = nvml.nvmlDeviceGetMemoryInfo(handle)
             name = _text(nvml.nvmlDeviceGetName(handle))
-            ref = SourceRef("NVML", 0, f"GPU {index} {name}: {memory.used / 2**20:.0f} MiB / {memory.total / 2**20:.0f} MiB used")
+            ref = SourceRef("NVML", 0,
+                            f"GPU {index} {name}: {memory.used / 2**20:.0f} MiB / {memory.total / 2**20:.0f} MiB used")
             devices.append(GpuDevice(index, name, memory.total / 2**20, memory.used / 2**20, ref,
                                      _text(nvml.nvmlDeviceGetUUID(handle)), memory.free / 2**20))
             for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
@@ -183,7 +185,8 @@ def snapshot_json(snap: GpuSnapshot) -> str:
     procs = [{"gpu": p.gpu, "pid": p.pid, "ppid": p.ppid, "name": p.name, "used_mib": _round(p.used_mib),
               "vllm": p.vllm, "why": p.why, "cmdline": p.cmdline} for p in snap.processes]
     lines = ["{"] + [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()]
-    lines.append('  "gpus": [' + ",".join(f"\n    {json.dumps(g, ensure_ascii=False)}" for g in gpus) + ("\n  ]," if gpus else "],"))
+    lines.append('  "gpus": [' + ",".join(f"\n    {json.dumps(g, ensure_ascii=False)}" for g in gpus)
+                 + ("\n  ]," if gpus else "],"))
     lines.append('  "processes": [' + ",".join(f"\n    {json.dumps(p, ensure_ascii=False)}" for p in procs)
                  + ("\n  ]" if procs else "]"))
     lines.append("}")
@@ -202,7 +205,8 @@ def read_snapshot_json(text: str, path: str, vllm_pids: Sequence[int] = ()) -> G
         why = exc if isinstance(exc, ValueError) else "nested too deeply"
         raise InputError(path, f"not valid JSON: {why}", "write it with vtriage gpu --format json > gpu.json") from None
     if not isinstance(data, dict) or data.get("vtriage_gpu_snapshot") != SNAPSHOT_FORMAT:
-        raise InputError(path, "not a vtriage GPU snapshot", "write it with vtriage gpu --format json, or pass nvidia-smi output")
+        raise InputError(path, "not a vtriage GPU snapshot",
+                         "write it with vtriage gpu --format json, or pass nvidia-smi output")
     lines = text.splitlines()
     try:
         devices = tuple(GpuDevice(int(g["index"]), g.get("name"), _mib(g.get("total_mib")), _mib(g.get("used_mib")),
@@ -220,7 +224,8 @@ def read_snapshot_json(text: str, path: str, vllm_pids: Sequence[int] = ()) -> G
                                         _line_ref(path, lines, f'"pid": {int(p["pid"])},'), p.get("cmdline"),
                                         p.get("ppid")))
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(path, f"a GPU or process entry is malformed ({exc})", "write it with vtriage gpu --format json") from None
+        raise InputError(path, f"a GPU or process entry is malformed ({exc})",
+                         "write it with vtriage gpu --format json") from None
     return GpuSnapshot(devices, tuple(processes), "json", path, len(lines), data.get("taken_at"), data.get("driver"),
                        data.get("host"))
 
@@ -242,7 +247,8 @@ def _line_ref(path: str, lines: Sequence[str], needle: str) -> SourceRef:
 # --- facts --------------------------------------------------------------------------------------
 
 def _fact(name: str, value: Any, evidence: Sequence[SourceRef], note: str) -> Fact:
-    return Fact(name, round(value, 4) if isinstance(value, float) else value, FACTS[name].unit, tuple(evidence)[:4], note)
+    return Fact(name, round(value, 4) if isinstance(value, float) else value, FACTS[name].unit,
+                tuple(evidence)[:4], note)
 
 
 def snapshot_facts(snap: GpuSnapshot) -> tuple[dict[str, Fact], list[str]]:

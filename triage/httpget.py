@@ -150,7 +150,8 @@ def _answer(client: requests.Session, url: str, params: Mapping[str, str] | None
                          "pass the server's CA with --ca-cert FILE, or --insecure to skip verification") from None
     except requests.exceptions.ConnectTimeout:
         raise InputError(shown, f"no connection within {options.connect_timeout:g} s",
-                         "check the host and port, and any firewall; raise --connect-timeout on a slow network") from None
+                         "check the host and port, and any firewall; "
+                         "raise --connect-timeout on a slow network") from None
     except requests.exceptions.ReadTimeout:
         raise InputError(shown, f"connected, but no answer within {options.read_timeout:g} s",
                          "the server may be overloaded; raise --read-timeout") from None
@@ -160,7 +161,8 @@ def _answer(client: requests.Session, url: str, params: Mapping[str, str] | None
     except requests.exceptions.ConnectionError as exc:
         text = str(exc)
         if "Name or service not known" in text or "getaddrinfo" in text or "nodename nor servname" in text:
-            raise InputError(shown, "cannot resolve the host name", "check the spelling, or use an IP address") from None
+            raise InputError(shown, "cannot resolve the host name",
+                             "check the spelling, or use an IP address") from None
         raise InputError(shown, "connection refused or reset",
                          f"is {what} listening there? for a pod: kubectl port-forward pod/NAME PORT:PORT") from None
     except (requests.exceptions.RequestException, ValueError) as exc:
@@ -188,7 +190,8 @@ def _body(response: requests.Response, options: HttpOptions, shown: str, what: s
     except requests.exceptions.ConnectionError as exc:
         if "timed out" in str(exc).lower():
             raise InputError(shown, f"answered, but the body stalled for {options.read_timeout:g} s "
-                             f"({size:,} bytes read)", "the server is too slow or stuck; raise --read-timeout") from None
+                             f"({size:,} bytes read)",
+                             "the server is too slow or stuck; raise --read-timeout") from None
         raise InputError(shown, f"the connection was cut while the body was read ({size:,} bytes so far)",
                          "try again; is the server restarting?") from None
     except requests.exceptions.RequestException as exc:

@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 from dataclasses import dataclass, field
 import re
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from .envelope import Record, records
 from .logtime import month_day_time
@@ -347,7 +347,8 @@ def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
     kv_a, kv_b = fa.get("kv_usage", 0.0), fb.get("kv_usage", 0.0)
     fields["intervals"] = fa.get("intervals", 1) + fb.get("intervals", 1)
     fields["kv_usage_sum"] = fa.get("kv_usage_sum", kv_a) + fb.get("kv_usage_sum", kv_b)
-    fields["saturated"] = fa.get("saturated", int(kv_a >= KV_SATURATED)) + fb.get("saturated", int(kv_b >= KV_SATURATED))
+    fields["saturated"] = fa.get("saturated", int(kv_a >= KV_SATURATED)) \
+        + fb.get("saturated", int(kv_b >= KV_SATURATED))
     fields["saturated_queue"] = _saturated_queue(fa) + _saturated_queue(fb)
     if "preemptions" in fa or "preemptions" in fb:
         fields["preemptions"] = fa.get("preemptions", 0) + fb.get("preemptions", 0)
@@ -355,7 +356,7 @@ def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
     return LogEvent(b.kind, b.signature, fields, b.process, b.level, b.timestamp, source, b.seq, b.wall_time)
 
 
-def _saturated_queue(fields: dict) -> int:
+def _saturated_queue(fields: Mapping[str, Any]) -> int:
     """Intervals of a (possibly merged) stats event where the cache was full and requests queued."""
     if "saturated_queue" in fields:
         return fields["saturated_queue"]

@@ -73,7 +73,8 @@ def _base(samples: Sequence[MetricSample], names: Sequence[str]) -> str | None:
 def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None = None) -> dict[str, Fact]:
     facts: dict[str, Fact] = {}
     vllm = [s for s in samples if s.name.startswith("vllm:")]
-    facts["vllm_lines"] = _fact("vllm_lines", len(vllm), [vllm[0].source] if vllm else [], "vllm: samples in the metrics")
+    facts["vllm_lines"] = _fact("vllm_lines", len(vllm), [vllm[0].source] if vllm else [],
+                                "vllm: samples in the metrics")
     if not vllm:
         _gpu_memory(facts, samples)
         return facts
@@ -84,7 +85,8 @@ def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None =
         samples = [s for s in samples if s.scrape not in copies]
         vllm = [s for s in vllm if s.scrape not in copies]
         ordering = (f"{ordering}; " if ordering else "") + \
-            f"{len(copies)} of the {given} snapshots are copies of the one before (same values, same or no time): read once"
+            (f"{len(copies)} of the {given} snapshots are copies of the one before (same values, same "
+             "or no time): read once")
     scrapes = sorted({s.scrape for s in vllm})
     facts["metrics_snapshots"] = _fact("metrics_snapshots", len(scrapes), [vllm[0].source], ordering)
     window = window_seconds(vllm)
@@ -154,7 +156,8 @@ def _kv_usage(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
         above, observed = timed
         evidence = [lv[3].source for lv in saturated] or [levels[0][3].source]
         facts["saturated_seconds"] = _fact("saturated_seconds", above, evidence,
-                                           f"each scrape stands for the interval to the next; {observed:.0f} s observed")
+                                           "each scrape stands for the interval to the next; "
+                                           f"{observed:.0f} s observed")
         facts["saturated_share"] = _fact("saturated_share", above / observed, evidence)
     running = {scrape: value for scrape, _, value, _ in per_scrape(_of(vllm, RUNNING))}
     busy = sorted(running[lv[0]] for lv in saturated if lv[0] in running)
@@ -179,7 +182,7 @@ def _queues(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
 def _queue_at_capacity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
     """Scrapes where the KV cache was full while requests waited (the state preemption comes from), and
     the run of scrapes the metrics end with where requests wait, none runs and the cache is empty (a stall)."""
-    usage = {scrape: lv for scrape, *lv in ((lv[0], lv[2], lv[3]) for lv in per_scrape(_of(vllm, KV_USAGE), "max"))}
+    usage = {scrape: (value, sample) for scrape, _, value, sample in per_scrape(_of(vllm, KV_USAGE), "max")}
     waiting = {lv[0]: lv[2] for lv in per_scrape(_of(vllm, WAITING))}
     running = {lv[0]: lv[2] for lv in per_scrape(_of(vllm, RUNNING))}
     both = sorted(s for s in usage if s in waiting)
@@ -187,8 +190,8 @@ def _queue_at_capacity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> 
         return
     full = [s for s in both if usage[s][0] >= KV_SATURATED and waiting[s] > 0]
     refs = [usage[s][1].source for s in full] or [usage[both[-1]][1].source]
-    facts["saturated_queue_intervals"] = _fact("saturated_queue_intervals", len(full), refs,
-                                               f"scrapes with KV cache usage >= {KV_SATURATED:.0%} and requests waiting")
+    how = f"scrapes with KV cache usage >= {KV_SATURATED:.0%} and requests waiting"
+    facts["saturated_queue_intervals"] = _fact("saturated_queue_intervals", len(full), refs, how)
     facts["saturated_queue_share"] = _fact("saturated_queue_share", len(full) / len(both), refs,
                                            f"{len(full)} of {len(both)} scrapes")
     stalled = []
@@ -294,7 +297,8 @@ def _prefix_cache(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
     if queries is not None and hits is not None and queries.value > 0:
         facts["prefix_cache_hit_rate"] = _fact("prefix_cache_hit_rate", hits.value / queries.value,
                                                [hits.last.source, queries.last.source],
-                                               f"hits / queries ({hits.last.name}), in tokens or blocks as vLLM counts them")
+                                               f"hits / queries ({hits.last.name}), in tokens or "
+                                               "blocks as vLLM counts them")
         return
     gauge = per_scrape(_of(vllm, PREFIX_HIT_RATE), "max")
     if gauge:

@@ -43,7 +43,8 @@ class _NumberedLines:
         self.lineno = 0
 
     def __iter__(self) -> Iterator[str]:
-        for self.lineno, line in enumerate(self.lines, start=1):
+        for number, line in enumerate(self.lines, start=1):
+            self.lineno = number
             yield line
 
 
@@ -127,7 +128,7 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
     seen = 0
     feed = _NumberedLines(lines)
     try:
-        for family in text_fd_to_metric_families(feed):
+        for family in text_fd_to_metric_families(feed):  # type: ignore[arg-type]  # it only iterates its argument
             for s in family.samples:
                 number, line = numbered[seen] if seen < len(numbered) else (0, "")
                 seen += 1
@@ -140,7 +141,8 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
         raise InputError(f"{path}:{where}", f"not a valid Prometheus metrics line ({reason})",
                          "save the endpoint's body as is: curl -s http://HOST:8000/metrics > m.prom") from None
     if seen != len(numbered):          # not expected; then find each sample's line by its series
-        parsed = [s for family in text_fd_to_metric_families(_NumberedLines(lines)) for s in family.samples]
+        parsed = [s for family in text_fd_to_metric_families(_NumberedLines(lines))  # type: ignore[arg-type]
+                  for s in family.samples]
         redone = (_sample(s, path, number, line, scrape, time, shared)
                   for s, (number, line) in zip(parsed, _lines_by_series(lines, parsed)))
         samples = [sample for sample in redone if sample is not None]
@@ -149,7 +151,8 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
 
 def _sample(s, path: str, number: int, line: str, scrape: int, time: float | None,
             shared: dict[tuple, dict[str, str]]) -> MetricSample | None:
-    """One sample with its line; None for NaN, an infinity or an absurd figure: unknown, not a number to compute with."""
+    """One sample with its line; None for NaN, an infinity or an absurd figure:
+    unknown, not a number to compute with."""
     value = sample_value(s.value)
     if value is None:
         return None
@@ -229,9 +232,10 @@ def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None
     if not snapshots:
         return [], "no snapshot"
     stamps = [stamped(s) for s in snapshots]
-    if len(snapshots) > 1 and all(t is not None for t in stamps):
-        order = sorted(range(len(snapshots)), key=lambda i: stamps[i])
-        times: list[float | None] = [stamps[i] for i in order]
+    known = [t for t in stamps if t is not None]
+    if len(snapshots) > 1 and len(known) == len(stamps):
+        order = sorted(range(len(known)), key=known.__getitem__)
+        times: list[float | None] = [known[i] for i in order]
         how = "ordered and timed by the timestamps in the expositions"
     else:
         order = list(range(len(snapshots)))

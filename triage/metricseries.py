@@ -66,7 +66,8 @@ def counter_increase(samples: Sequence[MetricSample], created: Sequence[MetricSa
                     len(scrapes))
 
 
-def per_scrape(samples: Sequence[MetricSample], combine: str = "sum") -> list[tuple[int, float | None, float, MetricSample]]:
+def per_scrape(samples: Sequence[MetricSample],
+               combine: str = "sum") -> list[tuple[int, float | None, float, MetricSample]]:
     """One value per scrape over all series (`sum` for request counts, `max` for a usage):
     (scrape, time, value, the sample that stands for it)."""
     grouped: dict[int, list[MetricSample]] = {}
@@ -119,7 +120,7 @@ def histogram_window(samples: Sequence[MetricSample], base: str) -> HistogramWin
     """Observations of histogram `base` over the scrapes (increase of each bucket), summed over series."""
     buckets: dict[float, float] = {}
     evidence: list[MetricSample] = []
-    for (name, labels), points in by_series((s for s in samples if s.name == f"{base}_bucket"), drop=()).items():
+    for (_, labels), points in by_series((s for s in samples if s.name == f"{base}_bucket"), drop=()).items():
         le = dict(labels).get("le")
         try:
             bound = math.inf if le in ("+Inf", "Inf", "inf") else float(le or "nan")

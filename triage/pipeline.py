@@ -77,7 +77,8 @@ def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
     return out
 
 
-_SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit", "model_name", "load_start"})
+_SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit",
+                             "model_name", "load_start"})
 
 
 @dataclass
@@ -153,12 +154,13 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
         ordering = origin.ordering if origin else None
         joined = not inputs or len({u.instance for u in units}) <= 1
         if not joined:
-            extra_warnings.append(f"the log was diagnosed on its own: the metrics hold {len({u.instance for u in units})} "
+            extra_warnings.append("the log was diagnosed on its own: the metrics hold "
+                                  f"{len({u.instance for u in units})} "
                                   "instances; select the one the log came from (--instance, --selector) to join them")
             runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
                                                             gpu_facts=gpu_facts, given=given), None, True))
         own = history.last if joined else Attempt(index=1)
-        for unit in units or [None]:
+        for unit in units if units else [None]:
             facts = extract_metric_facts(unit.samples if unit else metric_samples, ordering)
             if not any(s.name.startswith("vllm:") for s in metric_samples):
                 facts.update(_declared_only(metric_inputs))
@@ -247,7 +249,7 @@ def _fleet_view(runs: Sequence[_Run], chosen: _Run, origin: MetricsOrigin | None
     if not units or (len(units) == 1 and (origin is None or origin.kind != "prometheus")):
         return None
     origin = origin or MetricsOrigin("files", ", ".join(i.path for i in metric_inputs))
-    names = [unit_name(r.unit, [u.unit for u in units], origin.name) for r in units]  # type: ignore[arg-type]
+    names = [unit_name(r.unit, [u.unit for u in units], origin.name) for r in units]  # type: ignore[arg-type, misc]
     views = instance_views(names, [r.unit for r in units], [r.diagnosis for r in units])  # type: ignore[misc]
     detail = names[units.index(chosen)] if chosen in units else "the log"
     overall = chosen.diagnosis
@@ -275,7 +277,7 @@ def metric_timeline(samples: Sequence[MetricSample]) -> tuple[TimelinePoint, ...
         return ()
     points = []
     for i, scrape in enumerate(scrapes):
-        anchor = (usage.get(scrape) or running.get(scrape) or waiting.get(scrape))
+        anchor = (usage.get(scrape) or running.get(scrape) or waiting[scrape])
         before = preempted.get(scrapes[i - 1]) if i else None
         now = preempted.get(scrape)
         delta = int(now[1] - before[1]) if now and before and now[1] >= before[1] else None

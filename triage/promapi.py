@@ -116,7 +116,8 @@ def build_matchers(selector: str | None, job: str | None, instance: str | None) 
     if selector:
         inner = selector.strip()
         if inner.startswith("{") != inner.endswith("}"):
-            raise InputError("--selector", f"{selector!r} has unbalanced braces", "e.g. '{namespace=\"x\",pod=~\"vllm-.*\"}'")
+            raise InputError("--selector", f"{selector!r} has unbalanced braces",
+                             "e.g. '{namespace=\"x\",pod=~\"vllm-.*\"}'")
         inner = inner[1:-1] if inner.startswith("{") else inner
         if inner.strip():
             parts.append(inner.strip().rstrip(","))
@@ -154,11 +155,13 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
     if not any(canonical_name(m.get("__name__", "")).startswith("vllm:") for m, _ in levels):
         raise InputError(display_url(base_url), f"no vLLM series match {{{matchers}}} from {iso(window.start)} to "
                          f"{iso(window.end)}",
-                         "check the labels: curl -G BASE/api/v1/series --data-urlencode 'match[]={__name__=~\"vllm:.+\"}'")
+                         "check the labels: curl -G BASE/api/v1/series --data-urlencode "
+                         "'match[]={__name__=~\"vllm:.+\"}'")
     span = window.end - window.start
     histograms, histogram_warnings = _query(endpoint, "{" + _names_matcher(HISTOGRAM_NAMES) + extra + "}", window,
                                             span if span > 0 else 1.0, options)
-    pods = sorted({m["pod"] for m, _ in levels if m.get("pod") and canonical_name(m.get("__name__", "")).startswith("vllm:")})
+    pods = sorted({m["pod"] for m, _ in levels if m.get("pod")
+                   and canonical_name(m.get("__name__", "")).startswith("vllm:")})
     gpu_names = _names_matcher(GPU_NAMES)
     if pods:
         regex_pods = _quote("|".join(re.escape(p) for p in pods))

@@ -123,7 +123,8 @@ def _secret_spans(text: str) -> list[tuple[str, int, int]]:
 
 # Prompt and completion text in request logging, dumps and request errors (--redact-prompts).
 _PROMPTS = (
-    ("prompt", re.compile(r"""(?:\bprompt|'prompt'|"prompt"|\boutput|'content'|"content")\s*[:=]\s*(?P<q>['"])(?P<secret>(?:\\.|(?!(?P=q)).)*)(?P=q)""")),
+    ("prompt",
+     re.compile(r"""(?:\bprompt|'prompt'|"prompt"|\boutput|'content'|"content")\s*[:=]\s*(?P<q>['"])(?P<secret>(?:\\.|(?!(?P=q)).)*)(?P=q)""")),
     ("prompt", re.compile(r"\bprompt(?:_token)?_ids\s*[:=]\s*\[(?P<secret>[^\[\]]*)\]")),   # stops at a [: linear
 )
 _QUICK_PROMPT = re.compile(r"(?i)prompt|output|content")

@@ -140,7 +140,8 @@ def _check_keys(path: Path, key: str, table: Mapping[str, Any], allowed: set[str
 def parse_condition(path: Path, key: str, raw: Any) -> Condition:
     """Turn a TOML condition table into a Condition, checking every fact name and operator."""
     if not isinstance(raw, dict):
-        raise RuleError(str(path), key, "a condition must be a table", "e.g. { fact = \"failure_kind\", op = \"==\", value = \"cuda_oom\" }")
+        raise RuleError(str(path), key, "a condition must be a table",
+                        "e.g. { fact = \"failure_kind\", op = \"==\", value = \"cuda_oom\" }")
     _check_keys(path, key, raw, _CONDITION_KEYS)
     combinators = [c for c in ("all", "any", "not") if c in raw]
     if combinators:
@@ -165,7 +166,8 @@ def parse_condition(path: Path, key: str, raw: Any) -> Condition:
         raise RuleError(str(path), f"{key}.op", f"unknown operator {op!r}", f"one of {', '.join(OPS)}")
     value_fact = raw.get("value_fact")
     if value_fact is not None and value_fact not in FACTS:
-        raise RuleError(str(path), f"{key}.value_fact", f"unknown fact {value_fact!r}", _hint(value_fact, FACTS, "facts"))
+        raise RuleError(str(path), f"{key}.value_fact", f"unknown fact {value_fact!r}",
+                        _hint(value_fact, FACTS, "facts"))
     if op in ("present", "absent"):
         if "value" in raw or value_fact:
             raise RuleError(str(path), f"{key}.value", f"'{op}' takes no value")
@@ -175,7 +177,8 @@ def parse_condition(path: Path, key: str, raw: Any) -> Condition:
     spec = FACTS[fact]
     if op in ("in", "not_in") and not isinstance(value, list):
         raise RuleError(str(path), f"{key}.value", f"'{op}' needs a list")
-    if op in ("<", "<=", ">", ">=") and value is not None and (not isinstance(value, (int, float)) or spec.type not in (int, float)):
+    if op in ("<", "<=", ">", ">=") and value is not None and (not isinstance(value, (int, float))
+                                                               or spec.type not in (int, float)):
         raise RuleError(str(path), f"{key}.op", f"'{op}' compares numbers but {fact} is {spec.type.__name__}"
                         if spec.type not in (int, float) else f"'{op}' needs a number")
     if op in ("==", "!=") and value is not None and spec.type is bool and not isinstance(value, bool):
@@ -192,7 +195,8 @@ def _check_words(path: Path, key: str, fact: str, value: Any) -> None:
     """A fact whose values are words of the vocabulary (failure kinds, phases) compared to another word
     is a typo: the condition could never hold."""
     words = FACT_VALUES[fact]
-    items = [(f"{key}.value[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [(f"{key}.value", value)]
+    items = ([(f"{key}.value[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list)
+             else [(f"{key}.value", value)])
     for where, word in items:
         if not isinstance(word, str) or word not in words:
             raise RuleError(str(path), where, f"{fact} is never {word!r}", _hint(str(word), words, "words"))
@@ -211,7 +215,8 @@ def _check_template(path: Path, key: str, template: str) -> None:
         if name not in FACTS:
             raise RuleError(str(path), key, f"unknown placeholder {{{name}}}", _hint(name, FACTS, "facts"))
         if spec and spec[-1:] in "fe%" and FACTS[name].type not in (int, float):
-            raise RuleError(str(path), key, f"placeholder {{{name}:{spec}}} formats a number but {name} is {FACTS[name].type.__name__}")
+            raise RuleError(str(path), key,
+                            f"placeholder {{{name}:{spec}}} formats a number but {name} is {FACTS[name].type.__name__}")
 
 
 def _load_node(path: Path, fix_names: set[str]) -> Node:
@@ -221,13 +226,15 @@ def _load_node(path: Path, fix_names: set[str]) -> Node:
         if required not in raw:
             raise RuleError(str(path), required, "missing required key")
     if raw["id"] != path.stem:
-        raise RuleError(str(path), "id", f"id {raw['id']!r} does not match the file name", f"rename the file to {raw['id']}.toml or set id = {path.stem!r}")
+        raise RuleError(str(path), "id", f"id {raw['id']!r} does not match the file name",
+                        f"rename the file to {raw['id']}.toml or set id = {path.stem!r}")
     verdict = raw.get("verdict")
     if verdict is not None and verdict not in VERDICTS:
         raise RuleError(str(path), "verdict", f"unknown verdict {verdict!r}", f"one of {', '.join(VERDICTS)}")
     confidence = raw.get("confidence")
     if verdict is not None and confidence not in CONFIDENCES:
-        raise RuleError(str(path), "confidence", f"a verdict needs a confidence, got {confidence!r}", f"one of {', '.join(CONFIDENCES)}")
+        raise RuleError(str(path), "confidence", f"a verdict needs a confidence, got {confidence!r}",
+                        f"one of {', '.join(CONFIDENCES)}")
     for key in ("summary", "why", "settle", "title"):
         if key in raw:
             if not isinstance(raw[key], str):
@@ -265,7 +272,8 @@ def _load_node(path: Path, fix_names: set[str]) -> Node:
     return Node(
         id=raw["id"], parent=raw.get("parent") or None, order=order, title=raw["title"],
         when=parse_condition(path, "when", raw["when"]), verdict=verdict, confidence=confidence,
-        summary=raw.get("summary", raw["title"]), why=raw.get("why", ""), settle=raw.get("settle", ""), fixes=tuple(fixes),
+        summary=raw.get("summary", raw["title"]), why=raw.get("why", ""),
+        settle=raw.get("settle", ""), fixes=tuple(fixes),
         references=tuple(raw.get("references", [])), evidence=tuple(evidence), examples=tuple(examples),
         path=str(path))
 
@@ -299,7 +307,8 @@ def _load_classes(directory: Path) -> dict[str, VerdictClass]:
                                         raw.get("heading", title))
     missing = [v for v in VERDICTS if v not in classes]
     if missing:
-        raise RuleError(str(folder), "classes", f"no class file for {', '.join(missing)}", "add rules/classes/<verdict>.toml")
+        raise RuleError(str(folder), "classes", f"no class file for {', '.join(missing)}",
+                        "add rules/classes/<verdict>.toml")
     return classes
 
 
@@ -310,7 +319,8 @@ def load_rules(directory: Path | None = None, fix_names: Iterable[str] | None = 
     names = set(fix_names if fix_names is not None else FIXES)
     files = sorted(directory.glob("*.toml"))
     if not files:
-        raise RuleError(str(directory), "(directory)", "no rule files (*.toml) found", "point --rules at the rules/ directory")
+        raise RuleError(str(directory), "(directory)", "no rule files (*.toml) found",
+                        "point --rules at the rules/ directory")
     nodes = {}
     for path in files:
         node = _load_node(path, names)

@@ -56,7 +56,8 @@ class Outcome:
 def fixture_dirs(rules_dir: Path) -> tuple[Path, ...]:
     """Where examples' `fixture` (logs/) and `metrics` files are looked up: a fixtures/ folder inside or
     beside the rules directory (a team's own), then the bundled fixtures."""
-    return tuple(d for d in (rules_dir / "fixtures", rules_dir.parent / "fixtures") if d.is_dir()) + (bundled_fixtures(),)
+    beside = (rules_dir / "fixtures", rules_dir.parent / "fixtures")
+    return tuple(d for d in beside if d.is_dir()) + (bundled_fixtures(),)
 
 
 def _find(dirs: Sequence[Path], folder: str, name: str) -> Path:

@@ -56,7 +56,8 @@ def load_manifest(directory: Path) -> list[Mapping[str, Any]]:
     for i, entry in enumerate(entries):
         for key in _REQUIRED:
             if not isinstance(entry.get(key), str):
-                raise InputError(str(path), f"fixture[{i}].{key}: missing", 'e.g. file = "v1/my.log", verdict = "healthy"')
+                raise InputError(str(path), f"fixture[{i}].{key}: missing",
+                                 'e.g. file = "v1/my.log", verdict = "healthy"')
         if entry["verdict"] not in VERDICTS:
             raise InputError(str(path), f"fixture[{i}].verdict: unknown verdict {entry['verdict']!r}",
                              f"one of {', '.join(VERDICTS)}")
@@ -81,7 +82,8 @@ def run_case(kit: Toolkit, directory: Path, entry: Mapping[str, Any]) -> CaseRes
     d = report.diagnosis
     problems = []
     if d.verdict != entry["verdict"]:
-        problems.append(f"verdict {d.verdict} (rule {d.rule_path[-1] if d.rule_path else '-'}), labelled {entry['verdict']}")
+        problems.append(f"verdict {d.verdict} (rule {d.rule_path[-1] if d.rule_path else '-'}), "
+                        f"labelled {entry['verdict']}")
     phase = d.facts["failed_phase"].value if "failed_phase" in d.facts else None
     if entry.get("failed_phase") and phase != entry["failed_phase"]:
         problems.append(f"failed_phase {phase}, labelled {entry['failed_phase']}")

@@ -20,7 +20,7 @@ import regex
 try:        # Aho-Corasick in Rust: all anchors of a line in one pass, several times faster than the trie
     import ahocorasick_rs
 except ImportError:         # no wheel for this platform: the regex trie below finds the same anchors
-    ahocorasick_rs = None
+    ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
 
 from .errors import RuleError
 from .scan import bulk_pattern
@@ -281,7 +281,8 @@ _SHAPES = (
         r"reqs, (?:Preemptions: (?P<preemptions>\d+), )?GPU KV cache usage: (?P<kv_usage>[\d.]+%), Prefix cache hit "
         r"rate: (?P<prefix_hit>[\d.]+%)(?P<engines>)\Z"), None),
     ("stats_v0", _V0_STATS_REGEX, re.compile(
-        r"Avg prompt throughput: (?P<prompt_tps>[\d.]+) tokens/s, Avg generation throughput: (?P<generation_tps>[\d.]+) "
+        r"Avg prompt throughput: (?P<prompt_tps>[\d.]+) tokens/s, Avg generation throughput: "
+        r"(?P<generation_tps>[\d.]+) "
         r"tokens/s, Running: (?P<running>\d+) reqs, Swapped: (?P<swapped>\d+) reqs, Pending: (?P<waiting>\d+) reqs, "
         r"GPU KV cache usage: (?P<kv_usage>[\d.]+%), CPU KV cache usage: (?P<cpu_kv_usage>[\d.]+%)(?P<rest>\.?)\Z"),
      "rest"),
@@ -333,7 +334,8 @@ def nested_quantifier(pattern: str) -> bool:
     part of it that varies in length, or whose alternatives can start with the same character.
     Patterns the stdlib parser cannot read (`regex`-only syntax) are not judged."""
     try:
-        from re import _constants as sc, _parser as sp  # type: ignore[attr-defined]
+        from re import _constants as sc  # type: ignore[attr-defined]
+        from re import _parser as sp  # type: ignore[attr-defined]
         tree = sp.parse(pattern)
     except Exception:          # `regex`-only syntax: not judged
         return False
@@ -459,12 +461,15 @@ def _load_file(path: Path) -> list[Signature]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
-        raise RuleError(str(path), "(file)", f"not valid TOML: {exc}", "check quoting; regexes go in '''literal''' strings") from None
+        raise RuleError(str(path), "(file)", f"not valid TOML: {exc}",
+                        "check quoting; regexes go in '''literal''' strings") from None
     except RecursionError:
-        raise RuleError(str(path), "(file)", "nested too deeply to read", "a signature file is [[signature]] tables") from None
+        raise RuleError(str(path), "(file)", "nested too deeply to read",
+                        "a signature file is [[signature]] tables") from None
     unknown = set(data) - {"signature"}
     if unknown:
-        raise RuleError(str(path), sorted(unknown)[0], "unknown top-level key", "a signature file holds [[signature]] tables only")
+        raise RuleError(str(path), sorted(unknown)[0], "unknown top-level key",
+                        "a signature file holds [[signature]] tables only")
     entries = data.get("signature", [])
     if not isinstance(entries, list):
         raise RuleError(str(path), "signature", "must be an array of tables", "write [[signature]]")
@@ -490,8 +495,10 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
     try:
         pattern = regex.compile(entry["regex"])
     except regex.error as exc:
-        pos = f" at position {exc.pos}" if getattr(exc, "pos", None) is not None else ""
-        raise RuleError(where, f"{key}.regex", f"bad regular expression{pos}: {exc.msg if hasattr(exc, 'msg') else exc}",
+        at = getattr(exc, "pos", None)
+        pos = f" at position {at}" if at is not None else ""
+        raise RuleError(where, f"{key}.regex",
+                        f"bad regular expression{pos}: {exc.msg if hasattr(exc, 'msg') else exc}",
                         "regexes use Python `regex` syntax; write them in '''literal''' strings") from None
     fields = entry.get("fields", {})
     if not isinstance(fields, dict):
@@ -505,7 +512,8 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
                             f"add (?P<{fname}>...) to the regex")
     if entry["kind"] not in EVENT_KINDS:
         raise RuleError(where, f"{key}.kind", f"unknown event kind {entry['kind']!r}",
-                        _did_you_mean(entry["kind"], EVENT_KINDS) or "the kinds the code reads are EVENT_KINDS in triage/vocabulary.py")
+                        _did_you_mean(entry["kind"], EVENT_KINDS)
+                        or "the kinds the code reads are EVENT_KINDS in triage/vocabulary.py")
     failure = entry.get("failure")
     if failure is not None and (not isinstance(failure, str) or failure not in FAILURE_KINDS):
         raise RuleError(where, f"{key}.failure", f"unknown failure kind {failure!r}",
@@ -531,9 +539,11 @@ def _parse_signature(path: Path, index: int, entry: Any) -> Signature:
     if not isinstance(also, list):
         raise RuleError(where, f"{key}.also", "must be a list of signature ids")
     return Signature(
-        id=entry["id"], kind=entry["kind"], anchor=entry["anchor"], pattern=pattern, fields=dict(fields), sets=dict(sets),
+        id=entry["id"], kind=entry["kind"], anchor=entry["anchor"], pattern=pattern,
+        fields=dict(fields), sets=dict(sets),
         phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=failure,
         weak=bool(entry.get("weak", False)), catch_all=bool(entry.get("catch_all", False)),
-        generic=bool(entry.get("generic", False)), bulk=bool(entry.get("bulk", False)), samples=tuple(samples), also=tuple(also),
+        generic=bool(entry.get("generic", False)), bulk=bool(entry.get("bulk", False)),
+        samples=tuple(samples), also=tuple(also),
         versions=str(entry.get("versions", "")), origin=where,
         plan=tuple((name, FIELD_TYPES[kind.removesuffix("[]")], kind.endswith("[]")) for name, kind in fields.items()))

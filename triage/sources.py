@@ -226,7 +226,8 @@ def _text_bytes(chunks: Iterator[bytes], inp: LogInput) -> tuple[Iterator[bytes]
             break
     if not head and inp.damage and inp.damage_cuts:
         raise InputError(inp.name, f"nothing could be read: {inp.damage}",
-                         "check the file is complete (a bzip2 block cut short is lost whole), or decompress it yourself")
+                         "check the file is complete (a bzip2 block cut short is lost whole), "
+                         "or decompress it yourself")
     rest: Iterator[bytes] = itertools.chain([head], chunks)
     transcoded = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
     if transcoded:
@@ -349,6 +350,7 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
     back to be parsed here anyway: the workers are let go (their memory with them) and the rest of
     the file is split in this process.
     """
+    assert inp.path is not None, "only a named plain file is split in parallel"
     size = inp.size or 0
     jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk) for start in range(0, size, PIECE_BYTES)]
     number = 0

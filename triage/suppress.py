@@ -105,14 +105,16 @@ def load_config(path: Path, rules: RuleSet, today: dt.date) -> Config:
         raise ConfigError(where, "(file)", "nested too deeply to read", "a config is a few flat tables") from None
     for key in raw:
         if key not in _TOP_KEYS:
-            raise ConfigError(where, key, "unknown key", _hint(key, _TOP_KEYS, f"allowed: {', '.join(sorted(_TOP_KEYS))}"))
+            raise ConfigError(where, key, "unknown key",
+                              _hint(key, _TOP_KEYS, f"allowed: {', '.join(sorted(_TOP_KEYS))}"))
     url = raw.get("runbook_url")
     if url is not None and (not isinstance(url, str) or "{verdict}" not in url):
         raise ConfigError(where, "runbook_url", "must be a string with {verdict} in it",
                           'e.g. runbook_url = "https://wiki.example.com/vllm/{verdict}"')
     entries = raw.get("ignore", [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise ConfigError(where, "ignore", "must be a list of tables", 'write [[ignore]] then rule = "..." and reason = "..."')
+        raise ConfigError(where, "ignore", "must be a list of tables",
+                          'write [[ignore]] then rule = "..." and reason = "..."')
     active: list[Suppression] = []
     expired: list[Suppression] = []
     seen: dict[str, int] = {}

@@ -120,7 +120,8 @@ def resolve_times(events: Sequence[LogEvent], now: datetime) -> tuple[list[datet
         for i in pending:
             times[i] = _with_year(stamps[i], base + offsets[i])  # type: ignore[arg-type]
         basis = (f"vLLM's timestamps have no year: {base} assumed"
-                 + (" (the current year would put the end of the log in the future)" if rolled else " (the current year)"))
+                 + (" (the current year would put the end of the log in the future)" if rolled
+                    else " (the current year)"))
         if turns:
             basis += f"; the year turns (12-31 -> 01-01) at line {turns[0]}"
     first = next((t for t in times if t is not None), None)
@@ -166,7 +167,8 @@ def parse_time(text: str, flag: str, end: datetime, now: datetime) -> datetime |
                      "e.g. 1h, 30m, 2026-11-30T10:00, '11-30 10:00', 10:00, now, or Unix seconds")
 
 
-def window_bounds(since: str | None, until: str | None, end: datetime, now: datetime) -> tuple[datetime | None, datetime | None]:
+def window_bounds(since: str | None, until: str | None, end: datetime,
+                  now: datetime) -> tuple[datetime | None, datetime | None]:
     """--until DURATION is that long before the end; --since DURATION that long before --until (or the end)."""
     upper = parse_time(until, "--until", end, now) if until else None
     if isinstance(upper, timedelta):
@@ -212,7 +214,8 @@ def apply_window(logs: Sequence[tuple[str, list[LogEvent]]], samples: Sequence[M
     if not log_times and not metric_times:
         where = ", ".join(name for name, _ in logs) or "the metrics"
         raise InputError(where, "has no timestamps, so --since/--until cannot apply",
-                         "capture the log with timestamps (kubectl logs --timestamps, docker logs -t), or drop the window")
+                         "capture the log with timestamps (kubectl logs --timestamps, "
+                         "docker logs -t), or drop the window")
     end = max(log_times) if log_times else max(metric_times)
     lower, upper = window_bounds(since, until, end, now)
     kept: list[list[LogEvent]] = []

@@ -99,7 +99,8 @@ FAILURE_WORDS: Mapping[str, str] = {
     "Hugging Face unreachable", "illegal_memory_access": "an illegal memory access", "kv_memory_low":
     "too little memory for the KV cache", "kv_too_small": "KV cache smaller than max_model_len",
     "memory_profiling_error": "memory profiling disturbed", "model_not_found": "model not found",
-    "nccl_error": "an NCCL error", "nccl_timeout": "an NCCL timeout", "no_cache_blocks": "no memory left for KV cache blocks",
+    "nccl_error": "an NCCL error", "nccl_timeout": "an NCCL timeout",
+    "no_cache_blocks": "no memory left for KV cache blocks",
     "no_gpu": "no GPU found", "port_in_use": "port in use", "request_rejected": "a request refused",
     "shared_memory": "shared memory exhausted", "unidentified_error": "an error whose type is cut off",
     "unsupported_gpu": "an unsupported GPU",

@@ -22,7 +22,8 @@ except subprocess.TimeoutExpired as exc:
     rc, out, err = -9, exc.stdout or b"", exc.stderr or b""
 seconds = time.monotonic() - start
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-sys.stdout.buffer.write(json.dumps({"rc": rc, "seconds": seconds, "peak_mib": peak, "out": out.decode("utf-8", "replace"),
+sys.stdout.buffer.write(json.dumps({"rc": rc, "seconds": seconds, "peak_mib": peak,
+                                    "out": out.decode("utf-8", "replace"),
                                     "err": err.decode("utf-8", "replace")}).encode())
 """
 
@@ -43,6 +44,6 @@ def run_measured(*args: str, limit_s: float = 120, cwd: Path | None = None, env:
     """`vtriage ARGS...` in a fresh process; killed after `limit_s` (returncode -9)."""
     full_env = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(ROOT), **(env or {})}
     done = subprocess.run([sys.executable, "-c", _MEASURE, str(limit_s), sys.executable, "-m", "triage", *args],
-                          capture_output=True, cwd=cwd or ROOT, env=full_env, timeout=limit_s + 60)
+                          check=False, capture_output=True, cwd=cwd or ROOT, env=full_env, timeout=limit_s + 60)
     got = json.loads(done.stdout)
     return Measured(got["rc"], got["seconds"], got["peak_mib"], got["out"], got["err"])

@@ -80,14 +80,16 @@ def fill(form: str, placement: str) -> tuple[str, list[str]]:
     values = {}
     for hole, (kind, n) in holes.items():
         seed = f"{form}/{placement}/{hole}"
-        values[hole] = random_text(seed, n, string.ascii_uppercase + string.digits) if kind == "upper" else mixed(seed, n)
+        values[hole] = random_text(seed, n, string.ascii_uppercase + string.digits) if kind == "upper" \
+            else mixed(seed, n)
     return template.format(**values), list(values.values())
 
 
 # --- the slow-line set ------------------------------------------------------------------------------
 
 KV = ("(EngineCore_DP0 pid=310) ERROR 09-30 10:01:21 [core.py:708] ValueError: To serve at least one request with the "
-      "models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory "
+      "models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the "
+      "available KV cache memory "
       "(7.22 GiB). Based on the available memory, the estimated maximum model length is 59136. Try increasing "
       "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
 _ERROR = "(APIServer pid=1) ERROR 09-30 10:00:04 [serving_chat.py:210] "
@@ -127,8 +129,10 @@ NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 LOG_LINES = [
     "(APIServer pid=1) INFO 09-30 10:00:02 [utils.py:328] non-default args: {{'model': 'm', 'max_model_len': {n}, "
     "'gpu_memory_utilization': {n}, 'tensor_parallel_size': {n}, 'max_num_seqs': {n}, 'block_size': {n}}}",
-    "(EngineCore_DP0 pid=310) INFO 09-30 10:00:52 [gpu_model_runner.py:2007] Model loading took {n} GiB and {n} seconds",
-    "(EngineCore_DP0 pid=310) DEBUG 09-30 10:01:20 [gpu_worker.py:276] Memory profiling takes {n} seconds. Total non KV "
+    "(EngineCore_DP0 pid=310) INFO 09-30 10:00:52 [gpu_model_runner.py:2007] Model loading took {n} GiB and "
+    "{n} seconds",
+    "(EngineCore_DP0 pid=310) DEBUG 09-30 10:01:20 [gpu_worker.py:276] Memory profiling takes {n} "
+    "seconds. Total non KV "
     "cache memory: {n}GiB; torch peak memory increase: {n}GiB; non-torch forward increase memory: {n}GiB; weights "
     "memory: {n}GiB.",
     "(EngineCore_DP0 pid=310) INFO 09-30 10:01:20 [gpu_worker.py:298] Available KV cache memory: {n} GiB",

@@ -15,7 +15,8 @@ import pytest
 
 from hostile_support import run_measured
 
-HEALTHY = (Path(__file__).resolve().parents[2] / "fixtures" / "metrics" / "v1-0.11.1-llama31-8b-h100-healthy.prom").read_bytes()
+HEALTHY = (Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
+           / "v1-0.11.1-llama31-8b-h100-healthy.prom").read_bytes()
 GZIP_MEMBER = gzip.compress(b"a" * (64 << 20), 9)     # 64 MiB in ~64 KiB; repeated, a 6 GiB bomb
 
 
@@ -77,7 +78,8 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         elif path == "/api/v1/query_range":   # a Prometheus whose answer never stops growing
             self._send(200, {"Content-Type": "application/json"},
                        iter([b'{"status":"success","data":{"resultType":"matrix","result":['] +
-                            [b'{"metric":{"__name__":"vllm:num_requests_running"},"values":[[1,"1"]]},' * 10_000] * 2000))
+                            [b'{"metric":{"__name__":"vllm:num_requests_running"},"values":[[1,"1"]]},'
+                             * 10_000] * 2000))
         else:
             self._send(404, {"Content-Length": "0"}, iter([]))
 

@@ -12,7 +12,8 @@ from markdown_it import MarkdownIt
 from conftest import run_cli
 
 KV = ("(EngineCore_DP0 pid=310) ERROR 09-30 10:01:21 [core.py:708] ValueError: To serve at least one request with the "
-      "models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory "
+      "models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the "
+      "available KV cache memory "
       "(7.22 GiB). Based on the available memory, the estimated maximum model length is 59136. Try increasing "
       "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
 BIDI = "\u202e"          # RIGHT-TO-LEFT OVERRIDE: "gnp.exe" reads as "exe.png"
@@ -78,7 +79,8 @@ def test_colour_inside_a_docker_json_envelope_is_stripped(tmp_path):
     """docker json-file escapes the colour codes vLLM writes; unstripped, most vLLM lines were missed."""
     lines = [
         r'{"log":"\u001b[0;36m(APIServer pid=1)\u001b[0;0m INFO 09-30 10:00:02 [utils.py:328] non-default args: '
-        r'{\u0027model\u0027: \u0027m\u0027, \u0027max_model_len\u0027: 131072}\n","stream":"stdout","time":"2025-09-30T10:00:02.1Z"}',
+        r'{\u0027model\u0027: \u0027m\u0027, \u0027max_model_len\u0027: '
+        r'131072}\n","stream":"stdout","time":"2025-09-30T10:00:02.1Z"}',
         json.dumps({"log": "\x1b[0;36m(EngineCore_DP0 pid=310)\x1b[0;0m " + KV.split(") ", 1)[1] + "\n",
                     "stream": "stderr", "time": "2025-09-30T10:01:21.1Z"}),
     ]

@@ -57,7 +57,8 @@ def test_an_absurd_figure_in_every_log_line(tmp_path, absurd):
 def test_one_absurd_figure_among_sane_ones(tmp_path, absurd, line):
     """A zero GPU total beside a real max_model_len once divided by zero: only one line is absurd here."""
     path = tmp_path / "one.log"
-    path.write_text("\n".join(text.format(n=absurd if i == line else "8", s=i) for i, text in enumerate(LOG_LINES)) + "\n")
+    path.write_text("\n".join(text.format(n=absurd if i == line else "8", s=i)
+                              for i, text in enumerate(LOG_LINES)) + "\n")
     _run(["--format", "json", str(path)])
     _run(["whatif", str(path), "--max-model-len", "4096", "--format", "json"])
 
@@ -66,7 +67,8 @@ def test_one_absurd_figure_among_sane_ones(tmp_path, absurd, line):
 def test_an_absurd_figure_in_every_metric(tmp_path, absurd):
     first, second = tmp_path / "m0.prom", tmp_path / "m1.prom"
     first.write_text(SNAPSHOT.format(n=absurd, t="1700000000000"))
-    second.write_text(SNAPSHOT.format(n=absurd, t=absurd if "." not in absurd and "e" not in absurd else "1700000005000"))
+    second.write_text(SNAPSHOT.format(n=absurd, t=absurd if "." not in absurd and "e" not in absurd
+                                      else "1700000005000"))
     _run(["--format", "json", "--metrics", str(first), "--metrics", str(second)])
     _run(["--format", "json", "--metrics", str(first), "--metrics", str(second), "--interval", "5"])
     _run(["whatif", str(FIXTURES / "logs" / "v1" / "kv_cache_too_small-qwen25-7b-yarn-128k-l4-est-maxlen.log"),
@@ -85,8 +87,10 @@ def test_the_same_snapshot_twice(name):
 def test_a_gpu_snapshot_with_absurd_memory(tmp_path, value):
     path = tmp_path / "gpu.json"
     path.write_text('{"vtriage_gpu_snapshot": 1, "taken_at": null, "host": null, "driver": null, "source": "nvml",\n'
-                    f'  "gpus": [\n    {{"index": 0, "name": "H100", "uuid": "G", "total_mib": {value}, "used_mib": {value}, '
-                    f'"free_mib": {value}}}\n  ],\n  "processes": [\n    {{"gpu": 0, "pid": 7, "ppid": null, "name": "python3", '
+                    f'  "gpus": [\n    {{"index": 0, "name": "H100", "uuid": "G", "total_mib": {value}, '
+                    f'"used_mib": {value}, '
+                    f'"free_mib": {value}}}\n  ],\n  "processes": [\n    {{"gpu": 0, "pid": 7, "ppid": '
+                    'null, "name": "python3", '
                     f'"used_mib": {value}, "vllm": false, "why": "x", "cmdline": null}}\n  ]\n}}\n')
     log = FIXTURES / "logs" / "v1" / "external_pressure-mistral-small-24b-a100-free-mem-below-util.log"
     _run(["--format", "json", str(log), "--gpu-snapshot", str(path)])
@@ -109,7 +113,8 @@ def test_nvidia_smi_with_absurd_digits(tmp_path):
 def test_nesting_deeper_than_the_parser_goes(tmp_path, where, text):
     path = tmp_path / where
     path.write_text(text)
-    args = {".vtriage.toml": ["--config", str(path), str(FIXTURES / "logs" / "v1" / "healthy-qwen3-8b-h200-033-tty-colour-logo.log")],
+    args = {".vtriage.toml": ["--config", str(path),
+                              str(FIXTURES / "logs" / "v1" / "healthy-qwen3-8b-h200-033-tty-colour-logo.log")],
             "config.json": ["check", "--model-config", str(path), "--gpu-memory-gib", "80"],
             "gpu.json": ["gpu", "--from", str(path)],
             "deep.log": ["--format", "json", str(path)]}[where]
@@ -122,7 +127,8 @@ def test_nesting_deeper_than_the_parser_goes(tmp_path, where, text):
 @pytest.mark.parametrize("args", [
     ["--metrics-url", "http://[::1"], ["--metrics-url", "http://[zz]:80/metrics"], ["--metrics-url", "http://h:99999/m"],
     ["--prometheus", "http://[::1"], ["--interval", "nan", "--metrics-url", "http://127.0.0.1:9/m"],
-    ["--read-timeout", "inf", "--metrics-url", "http://127.0.0.1:9/m"], ["--prometheus", "http://127.0.0.1:9", "--since", "1e400"],
+    ["--read-timeout", "inf", "--metrics-url", "http://127.0.0.1:9/m"],
+    ["--prometheus", "http://127.0.0.1:9", "--since", "1e400"],
     ["--prometheus", "http://127.0.0.1:9", "--step", "nan"], ["--prometheus", "http://127.0.0.1:9", "--at", "nan"],
     ["whatif", "LOG", "--max-model-len", "9" * 40], ["whatif", "LOG", "--cpu-offload-gb", "1e400"],
     ["check", "--model-config", "CONFIG", "--gpu-memory-gib", "1e400"],

@@ -96,7 +96,8 @@ def _outputs(log: Path, metrics: Path, tmp_path: Path) -> dict[str, str]:
     """Every output a user can get that carries log text: stdout, stderr and -o files alike."""
     runs = {f"diagnose {fmt}": ["--format", fmt, "--no-config", str(log), "--metrics", str(metrics)]
             for fmt in ("text", "json", "markdown", "html")}
-    runs.update({f"diff {fmt}": ["diff", "--format", fmt, "--no-config", str(log), str(log)] for fmt in ("text", "json")})
+    runs.update({f"diff {fmt}": ["diff", "--format", fmt, "--no-config", str(log), str(log)]
+                 for fmt in ("text", "json")})
     runs.update({f"whatif {fmt}": ["whatif", str(log), "--max-model-len", "32768", "--format", fmt]
                  for fmt in ("text", "json")})
     runs.update({f"check {fmt}": ["check", "--from-log", str(log), "--max-num-seqs", "64", "--format", fmt]

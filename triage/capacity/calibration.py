@@ -74,8 +74,9 @@ def calibration_row(name: str, facts: Mapping[str, Fact], spec: ModelSpec | None
     if blocks is not None and tokens_logged is not None:
         checks.append(Check("kv_cache_tokens", tokens_logged, blocks * block))
     concurrency = _value(facts, "max_concurrency")
-    if blocks is not None and concurrency is not None and length:
-        checks.append(Check("max_concurrency", concurrency, round(g.concurrency(blocks, blocks * block, length), 4)))
+    predicted = g.concurrency(blocks, blocks * block, length) if blocks is not None else None
+    if predicted is not None and concurrency is not None:
+        checks.append(Check("max_concurrency", concurrency, round(predicted, 4)))
     needed = _value(facts, "kv_needed_gib")
     if needed is not None and length and spec is not None:     # from the log itself it would be circular
         checks.append(Check("kv_needed_gib", needed, round(length * per_token / GIB, 4)))
@@ -93,10 +94,12 @@ def _per_token(g: Geometry, spec: ModelSpec | None) -> tuple[float | None, str]:
     s = g.settings
     if spec is not None:
         return (spec.kv_bytes_per_token(s.tensor_parallel_size, s.pipeline_parallel_size,
-                                        kv_value_bytes(s.kv_cache_dtype, s.dtype)), f"config {spec.path.rsplit('/', 1)[-1]}")
+                                        kv_value_bytes(s.kv_cache_dtype, s.dtype)),
+                f"config {spec.path.rsplit('/', 1)[-1]}")
     if g.bytes_per_token is None:
         return None, "unknown"
-    return g.bytes_per_token.value, ("config" if g.bytes_per_token.source == CONFIG else "the log: " + g.bytes_per_token.note)
+    return g.bytes_per_token.value, ("config" if g.bytes_per_token.source == CONFIG else "the log: "
+                                     + g.bytes_per_token.note)
 
 
 def calibration_markdown(rows: list[CalibrationRow]) -> str:

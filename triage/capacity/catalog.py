@@ -171,8 +171,10 @@ _GPUS: tuple[tuple[tuple[str, ...], KnownGpu], ...] = (
     (("h100-nvl", "h100nvl"), KnownGpu("NVIDIA H100 NVL", 93.09, "as torch reports it in a real H100 NVL log")),
     (("h200", "h200-141gb"), KnownGpu("NVIDIA H200", 139.80, "as torch reports it on a real H200 (143771 MiB)")),
     (("mi300x",), KnownGpu("AMD Instinct MI300X", 191.98, "192 GiB of HBM3 as torch on ROCm reports it")),
-    (("rtx-3090", "rtx3090", "3090"), KnownGpu("NVIDIA GeForce RTX 3090", 23.56, "as torch reports it in a real RTX 3090 log")),
-    (("rtx-4090", "rtx4090", "4090"), KnownGpu("NVIDIA GeForce RTX 4090", 23.65, "as torch reports it in RTX 4090 logs")),
+    (("rtx-3090", "rtx3090", "3090"), KnownGpu("NVIDIA GeForce RTX 3090", 23.56,
+                                               "as torch reports it in a real RTX 3090 log")),
+    (("rtx-4090", "rtx4090", "4090"), KnownGpu("NVIDIA GeForce RTX 4090", 23.65,
+                                               "as torch reports it in RTX 4090 logs")),
 )
 GPU_NAMES: tuple[str, ...] = tuple(names[0].upper() for names, _ in _GPUS)
 

@@ -43,7 +43,8 @@ def cpu_kv_space_within_free(facts: Facts, given: Given = NOTHING_GIVEN) -> list
     status = "unchecked" if needed is None else "checked" if value >= needed else "not_enough"
     return [Fix(action=fix.action, flag=fix.flag, value=value,
                 why=f"{free:.2f} GiB{node} was free after the weights loaded; {value} GiB{asked_text} leaves "
-                    f"{CPU_FREE_MARGIN:.0%} of it for the worker (equivalently --kv-cache-memory-bytes {value * GIB_BYTES})"
+                    f"{CPU_FREE_MARGIN:.0%} of it for the worker (equivalently --kv-cache-memory-bytes "
+                    f"{value * GIB_BYTES})"
                     + (f"; one max_model_len request needs {needed:g} GiB" if needed is not None else ""),
                 computed_from=("free_gib", "kv_requested_gib", "gpu_total_gib"), reference=DOCS_CPU,
                 status=status, checked=status == "checked",
@@ -68,9 +69,9 @@ def cpu_utilization_within_free(facts: Facts, given: Given = NOTHING_GIVEN) -> l
                     reference=DOCS_CPU)]
     return [Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
                 why=f"on the CPU backend this is the share of the NUMA node's memory vLLM reserves: {free:.2f} of "
-                    f"{total:.2f} GiB were free, so {value:.2f} x {total:.2f} = {value * total:.2f} GiB fits with a margin; "
-                    "or size the KV cache yourself with VLLM_CPU_KVCACHE_SPACE", computed_from=("free_gib", "gpu_total_gib"),
-                reference=DOCS_CPU)]
+                    f"{total:.2f} GiB were free, so {value:.2f} x {total:.2f} = {value * total:.2f} GiB "
+                    "fits with a margin; or size the KV cache yourself with VLLM_CPU_KVCACHE_SPACE",
+                computed_from=("free_gib", "gpu_total_gib"), reference=DOCS_CPU)]
 
 
 @solver("cpu_kv_space_for_max_model_len")
@@ -88,8 +89,8 @@ def cpu_kv_space_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) -
                     why=f"one request of max_model_len needs {needed:g} GiB of KV cache{room}; lower --max-model-len",
                     computed_from=("kv_needed_gib", "gpu_total_gib"), reference=DOCS_MEMORY)]
     return [Fix(action=f"VLLM_CPU_KVCACHE_SPACE={value}", flag="VLLM_CPU_KVCACHE_SPACE", value=value,
-                why=f"one request of max_model_len needs {needed:g} GiB of KV cache, plus the block vLLM holds back{room} "
-                    f"(or --kv-cache-memory-bytes {value * GIB_BYTES})",
+                why=f"one request of max_model_len needs {needed:g} GiB of KV cache, plus the block "
+                    f"vLLM holds back{room} (or --kv-cache-memory-bytes {value * GIB_BYTES})",
                 computed_from=("kv_needed_gib", "kv_cache_gib", "gpu_total_gib"), reference=DOCS_CPU,
                 status="checked" if total else "unchecked", checked=bool(total),
                 needs=() if total else ("--gpu-memory-gib GIB (the node's memory)",),
@@ -105,7 +106,8 @@ def cpu_kv_space_for_load(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fi
         return []
     kv, total = value_of(facts, "kv_cache_gib"), value_of(facts, "gpu_total_gib")
     if kv is None or kv <= 0:
-        return [Fix(action="Give the KV cache more host memory: raise VLLM_CPU_KVCACHE_SPACE (or --kv-cache-memory-bytes)",
+        return [Fix(action="Give the KV cache more host memory: raise VLLM_CPU_KVCACHE_SPACE (or "
+                           "--kv-cache-memory-bytes)",
                     why="the KV cache's present size is not in the log; each doubling roughly doubles the requests "
                         "that fit at once", flag="VLLM_CPU_KVCACHE_SPACE", reference=DOCS_CPU)]
     value = max(1, math.ceil(kv * 2))

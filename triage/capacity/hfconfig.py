@@ -152,17 +152,24 @@ class _Reader:
     def where(self, key: str) -> str:
         return f"{self.path}: {self.prefix}{key}"
 
-    def int(self, key: str, default: int | None = None, required: bool = True, minimum: int = 1) -> int | None:
+    def optional_int(self, key: str, minimum: int = 1) -> int | None:
         value = self.data.get(key)
         if value is None:
-            if default is not None or not required:
-                return default
-            raise InputError(self.where(key), "missing", "a decoder config needs it to size the model; "
-                             + HINT_FROM_LOG)
+            return None
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise InputError(self.where(key), f"must be an integer >= {minimum}, got {json.dumps(value)}",
                              "fix the value in config.json")
         return value
+
+    def int(self, key: str, default: int | None = None, minimum: int = 1) -> int:
+        """The key's value, else `default`; missing with no default is an error."""
+        value = self.optional_int(key, minimum)
+        if value is not None:
+            return value
+        if default is not None:
+            return default
+        raise InputError(self.where(key), "missing", "a decoder config needs it to size the model; "
+                         + HINT_FROM_LOG)
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.data.get(key)
@@ -203,7 +210,8 @@ def spec_from_config(data: Mapping[str, Any], path: str = "config.json") -> Mode
     latent = text.get("kv_lora_rank") is not None
     if latent:
         attention_params, attention = _latent_attention(r, hidden, heads, layers)
-        notes.append("latent attention (MLA): one compressed KV latent per token, the same on every tensor-parallel GPU")
+        notes.append("latent attention (MLA): one compressed KV latent per token, the same on every "
+                     "tensor-parallel GPU")
     else:
         attention_params = hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + heads * head_dim * hidden
         if text.get("attention_bias") or model_type in QKV_BIAS:
@@ -213,12 +221,14 @@ def spec_from_config(data: Mapping[str, Any], path: str = "config.json") -> Mode
     norms = layers * hidden * NORMS_PER_LAYER.get(model_type, 2) + hidden
     if model_type in QK_NORM:
         norms += layers * 2 * head_dim
-    bias = (heads * head_dim + 2 * kv_heads * head_dim) * layers if text.get("attention_bias") or model_type in QKV_BIAS else 0
+    bias = (heads * head_dim + 2 * kv_heads * head_dim) * layers \
+        if text.get("attention_bias") or model_type in QKV_BIAS else 0
     linear = attention_params * layers - bias + mlp_linear
     embedding = vocab * hidden
     quant = quantization_from_config(data.get("quantization_config") or text.get("quantization_config"), path)
-    dtype = str(text.get("torch_dtype") or data.get("torch_dtype") or text.get("dtype") or data.get("dtype") or "bfloat16")
-    max_pos = r.int("max_position_embeddings", required=False)
+    dtype = str(text.get("torch_dtype") or data.get("torch_dtype") or text.get("dtype")
+                or data.get("dtype") or "bfloat16")
+    max_pos = r.optional_int("max_position_embeddings")
     scaling = text.get("rope_scaling") or {}
     if isinstance(scaling, dict) and max_pos:
         kind = scaling.get("rope_type") or scaling.get("type")
@@ -240,7 +250,7 @@ def _latent_attention(r: _Reader, hidden: int, heads: int, layers: int) -> tuple
     rope = r.int("qk_rope_head_dim")
     nope = r.int("qk_nope_head_dim")
     v_dim = r.int("v_head_dim")
-    q_rank = r.int("q_lora_rank", required=False)
+    q_rank = r.optional_int("q_lora_rank")
     q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
     params = q + hidden * (kv_rank + rope) + kv_rank * heads * (nope + v_dim) + heads * v_dim * hidden
     params += kv_rank + (q_rank or 0)                     # the two latent norms
@@ -284,11 +294,12 @@ def _attention_layers(r: _Reader, model_type: str, layers: int, kv_heads: int, h
 def _mlp(r: _Reader, model_type: str, hidden: int, layers: int,
          notes: list[str]) -> tuple[int, int, int, tuple[int, int] | None]:
     """(linear params, router params, the MLP width one token passes through, (experts, active) or None)."""
-    experts = r.int("num_local_experts", required=False) or r.int("num_experts", required=False) \
-        or r.int("n_routed_experts", required=False)
-    dense_width = r.int("intermediate_size", required=experts is None)
+    experts = r.optional_int("num_local_experts") or r.optional_int("num_experts") \
+        or r.optional_int("n_routed_experts")
     if not experts:
-        return 3 * hidden * dense_width * layers, 0, dense_width, None
+        width = r.int("intermediate_size")
+        return 3 * hidden * width * layers, 0, width, None
+    dense_width = r.optional_int("intermediate_size")
     active = r.int("num_experts_per_tok")
     expert_width = r.int("moe_intermediate_size", default=dense_width)
     dense_layers = set(range(r.int("first_k_dense_replace", default=0, minimum=0)))
@@ -298,7 +309,8 @@ def _mlp(r: _Reader, model_type: str, hidden: int, layers: int,
     shared = 3 * hidden * (r.int("n_shared_experts", default=0, minimum=0) * expert_width
                            + r.int("shared_expert_intermediate_size", default=0, minimum=0))
     moe_layers = layers - len(dense_layers)
-    linear = moe_layers * (experts * 3 * hidden * expert_width + shared) + len(dense_layers) * 3 * hidden * (dense_width or 0)
+    linear = moe_layers * (experts * 3 * hidden * expert_width + shared) \
+        + len(dense_layers) * 3 * hidden * (dense_width or 0)
     router = moe_layers * (hidden * experts + (hidden if r.get("shared_expert_intermediate_size") else 0))
     notes.append(f"mixture of experts: {experts} experts, {active} active per token; all of them are in memory")
     return linear, router, active * expert_width + shared // (3 * hidden), (experts, active)

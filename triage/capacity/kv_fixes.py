@@ -21,8 +21,10 @@ def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[
     g = geometry(facts, given)
     now = outcome(facts, given)
     estimate = value_of(facts, "estimated_max_model_len")
+    used: tuple[str, ...]               # the facts the value comes from
     if estimate:
-        value, basis, used = estimate, "vLLM's own estimate of the longest length that fits", ("estimated_max_model_len",)
+        value, basis = estimate, "vLLM's own estimate of the longest length that fits"
+        used = ("estimated_max_model_len",)
     elif value_of(facts, "kv_cache_tokens"):
         value, basis, used = value_of(facts, "kv_cache_tokens"), "the tokens the KV cache holds", ("kv_cache_tokens",)
     elif now.kv_tokens:
@@ -64,7 +66,8 @@ def utilization_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) ->
         why = f"{more}the exact value needs the GPU's total memory, which the log does not print" if total is None \
             else f"{more}the exact value needs the available KV memory"
         return [Fix(action="Raise --gpu-memory-utilization if the GPU has room", why=why,
-                    flag="--gpu-memory-utilization", computed_from=("kv_needed_gib", "kv_cache_gib"), reference=DOCS_MEMORY,
+                    flag="--gpu-memory-utilization", computed_from=("kv_needed_gib", "kv_cache_gib"),
+                    reference=DOCS_MEMORY,
                     status="unchecked", needs=(NEEDS_GPU,) if total is None else ())]
     block = g.block_size.value
     margin = SAFETY_MARGIN_RATIO * total / 2
@@ -100,7 +103,8 @@ def kv_cache_dtype_fp8(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     requested = value_of(facts, "max_model_len")
     if p.kv_tokens and now.kv_tokens is not None and requested:
         fits = "fits" if p.starts else "still does not fit"
-        why = f"FP8 halves the KV bytes per token: about {p.kv_tokens} tokens instead of {now.kv_tokens}; {requested} {fits}"
+        why = (f"FP8 halves the KV bytes per token: about {p.kv_tokens} tokens instead of "
+               f"{now.kv_tokens}; {requested} {fits}")
     else:
         why = "FP8 halves the KV bytes per token, so the same memory holds twice the tokens (check accuracy)"
     fix = Fix(action="--kv-cache-dtype fp8", flag="--kv-cache-dtype", value="fp8", why=why,
@@ -160,7 +164,8 @@ def _request_tokens(facts: Facts, given: Given) -> float | None:
     return usage * tokens / running if running and usage and tokens else None
 
 
-def _stops_preempting(facts: Facts, given: Given, p: Prediction, seqs: int | None = None) -> tuple[bool | None, str | None]:
+def _stops_preempting(facts: Facts, given: Given, p: Prediction,
+                      seqs: int | None = None) -> tuple[bool | None, str | None]:
     """Whether max_num_seqs requests of the size seen at saturation fit in the predicted KV cache."""
     per_request = _request_tokens(facts, given)
     if per_request is None or p.kv_tokens is None:
@@ -171,7 +176,8 @@ def _stops_preempting(facts: Facts, given: Given, p: Prediction, seqs: int | Non
         return True, None
     held = max(1, math.floor(TARGET_KV_USAGE * p.kv_tokens / per_request))
     return False, (f"still preempts: with {said}, {limit} requests of ~{per_request:,.0f} tokens need "
-                   f"{need:,.0f} KV tokens and the cache would hold {p.kv_tokens:,}; combine with --max-num-seqs {held}")
+                   f"{need:,.0f} KV tokens and the cache would hold {p.kv_tokens:,}; "
+                   f"combine with --max-num-seqs {held}")
 
 
 @solver("max_num_seqs_for_kv")
@@ -184,7 +190,8 @@ def max_num_seqs_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]
                     flag="--max-num-seqs", reference=DOCS_PREEMPTION)]
     tokens = outcome(facts, given).kv_tokens
     per_request = _request_tokens(facts, given)
-    value = max(1, int(TARGET_KV_USAGE * tokens / per_request) if per_request else int(running * TARGET_KV_USAGE))
+    value = max(1, int(TARGET_KV_USAGE * tokens / per_request) if per_request and tokens
+                else int(running * TARGET_KV_USAGE))
     fix = Fix(action=f"--max-num-seqs {value}", flag="--max-num-seqs", value=value,
               why=f"the KV cache filled up with about {running} requests running; {value} keeps it near "
                   f"{TARGET_KV_USAGE:.0%}" + (f" (now {current})" if current else ""),
@@ -234,7 +241,8 @@ def more_kv_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[F
             fixes.append(_for_preemption(fix, facts, given, p, grows or p.kv_tokens is None))
     for fix in (*kv_cache_dtype_fp8(facts, given), *tensor_parallel_for_kv(facts, given)):
         if fix.status in ("checked",):
-            changes = {"kv_cache_dtype": "fp8"} if fix.flag == "--kv-cache-dtype" else {"tensor_parallel_size": fix.value}
+            changes = {"kv_cache_dtype": "fp8"} if fix.flag == "--kv-cache-dtype" \
+                else {"tensor_parallel_size": fix.value}
             fix = _for_preemption(fix, facts, given, outcome(facts, given, **changes), True)
         fixes.append(fix)
     return fixes

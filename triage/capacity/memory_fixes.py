@@ -30,7 +30,8 @@ def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> l
     weights = needed.gib
     tp_now = value_of(facts, "tensor_parallel_size") or 1
     if not total or not weights:
-        lacking = "the GPU's memory" if weights else "the weight size" if total else "the weight size or the GPU's memory"
+        lacking = "the GPU's memory" if weights else "the weight size" if total \
+            else "the weight size or the GPU's memory"
         return [Fix(action="Split the weights over more GPUs (--tensor-parallel-size)",
                     why=f"the log does not give {lacking}, so the count is unknown",
                     flag="--tensor-parallel-size", reference=DOCS_MEMORY, status="unchecked",
@@ -45,7 +46,8 @@ def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> l
                     reference=DOCS_MEMORY)]
     qualifier = "at least " if needed.lower_bound else ""
     fix = Fix(action=f"--tensor-parallel-size {tp}", flag="--tensor-parallel-size", value=tp,
-              why=f"{qualifier}{weights:.1f} GiB of weights ({needed.how}) over {tp} GPUs is {weights / tp:.1f} GiB each, "
+              why=f"{qualifier}{weights:.1f} GiB of weights ({needed.how}) over {tp} GPUs is "
+                  f"{weights / tp:.1f} GiB each, "
                   f"leaving {1 - weights / tp / (total * util):.0%} of each GPU's {total * util:.1f} GiB budget "
                   "for activations and the KV cache",
               computed_from=("gpu_total_gib", "gpu_memory_utilization", "weights_gib", "allocated_gib",
@@ -64,7 +66,8 @@ def smaller_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     if dtype in ("float32", "float"):
         fix = Fix(action="--dtype bfloat16", flag="--dtype", value="bfloat16",
                   why="the weights are loaded in float32, twice the size of bfloat16/float16 "
-                      "(use --dtype half on GPUs older than Ampere)", computed_from=("dtype",), reference=DOCS_ENGINE_ARGS)
+                      "(use --dtype half on GPUs older than Ampere)", computed_from=("dtype",),
+                  reference=DOCS_ENGINE_ARGS)
         p = outcome(facts, given, dtype="bfloat16")
         fixes.append(verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given)))
     if not value_of(facts, "quantization"):
@@ -103,7 +106,8 @@ def cpu_offload(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
 @solver("utilization_within_free_memory")
 def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The largest --gpu-memory-utilization the free memory allows (free / total minus a margin)."""
-    total, free, others = value_of(facts, "gpu_total_gib"), value_of(facts, "free_gib"), value_of(facts, "other_processes_gib")
+    total, free = value_of(facts, "gpu_total_gib"), value_of(facts, "free_gib")
+    others = value_of(facts, "other_processes_gib")
     if not total:
         return [Fix(action="Lower --gpu-memory-utilization below the share of the GPU that is really free",
                     why="the GPU's total memory is not in the log", flag="--gpu-memory-utilization",
@@ -124,11 +128,13 @@ def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -
     p = outcome(facts, given, gpu_memory_utilization=value)
     needed = weights_needed(facts, given)
     if p.weights_gib and p.weights_gib > value * total * 0.9:
-        source = "" if value_of(facts, "weights_gib") else f" ({'at least; ' if needed.lower_bound else ''}{needed.how})"
+        source = "" if value_of(facts, "weights_gib") \
+            else f" ({'at least; ' if needed.lower_bound else ''}{needed.how})"
         return [Fix(action="Lowering --gpu-memory-utilization cannot help: free the GPU",
                     why=f"{basis}; at {value:.2f} vLLM could use {value * total:.2f} GiB, less than the "
                         f"{p.weights_gib:.2f} GiB per GPU the weights alone take{source}",
-                    computed_from=("gpu_total_gib", "other_processes_gib", "weights_gib", "model"), reference=DOCS_MEMORY,
+                    computed_from=("gpu_total_gib", "other_processes_gib", "weights_gib", "model"),
+                    reference=DOCS_MEMORY,
                     checked=not needed.guess, status="advice" if needed.guess else "checked")]
     fix = Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
               why=f"{basis}; {value:.2f} x {total:.2f} = {value * total:.2f} GiB fits with a "
@@ -146,7 +152,8 @@ def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix
     others = value_of(facts, "other_processes_gib") or value_of(facts, "gpu_memory_beyond_budget_gib")
     pids = value_of(facts, "other_process_pids")
     held = f" holding {others:.2f} GiB" if others and others > 0 else ""
-    who = f"process {pids}" if pids and "," not in str(pids) else f"processes {pids}" if pids else "the other process(es)"
+    who = f"process {pids}" if pids and "," not in str(pids) \
+        else f"processes {pids}" if pids else "the other process(es)"
     if value_of(facts, "platform") == "cpu":
         return [Fix(action=f"Find and stop or move {who}{held} on this host",
                     why="find them with `ps -eo pid,rss,comm --sort=-rss | head` and the NUMA node's use with "
@@ -155,8 +162,9 @@ def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix
                     reference=DOCS_TROUBLESHOOTING)]
     return [Fix(action=f"Find and stop or move {who}{held} on this GPU",
                 why="list who holds the GPU with `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
-                    "--format=csv` (or `vtriage gpu` on the node); in Kubernetes, look for another pod scheduled on the "
-                    "same GPU. Only once it is gone (or if it must stay) size --gpu-memory-utilization to what is left",
+                    "--format=csv` (or `vtriage gpu` on the node); in Kubernetes, look for another "
+                    "pod scheduled on the same GPU. Only once it is gone (or if it must stay) size "
+                    "--gpu-memory-utilization to what is left",
                 computed_from=("other_processes_gib", "other_process_pids", "gpu_memory_beyond_budget_gib"),
                 reference=DOCS_TROUBLESHOOTING)]
 
@@ -176,7 +184,8 @@ def utilization_headroom(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix
         return []
     fix = Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
               why=f"leaves the {tried:.2f} GiB that failed (+{HEADROOM_MARGIN_GIB} GiB) outside vLLM's budget: "
-                  f"{util:.2f} -> {value:.2f} of {total:.2f} GiB; the KV cache shrinks by {(util - value) * total:.2f} GiB",
+                  f"{util:.2f} -> {value:.2f} of {total:.2f} GiB; the KV cache shrinks by "
+                  f"{(util - value) * total:.2f} GiB",
               computed_from=("gpu_total_gib", "gpu_memory_utilization", "tried_to_allocate_gib"), reference=DOCS_MEMORY)
     p = outcome(facts, given, gpu_memory_utilization=value)
     return [verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given))]
@@ -209,13 +218,15 @@ def enforce_eager(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
 _NON_MEMORY_ADVICE = {
     "nccl_error": ("Fix the NCCL / multi-GPU setup", "run with NCCL_DEBUG=INFO; in Docker use --ipc=host or a large "
                    "--shm-size; try NCCL_P2P_DISABLE=1 when GPUs lack peer access; check the NCCL version"),
-    "nccl_timeout": ("Find the rank that stalled", "a collective timed out: one rank hung or died first; check its log, "
+    "nccl_timeout": ("Find the rank that stalled",
+                     "a collective timed out: one rank hung or died first; check its log, "
                      "NCCL_DEBUG=INFO, and the network between nodes"),
     "model_not_found": ("Check the model id or path", "the repository or folder was not found: check spelling, the "
                         "mount, and that config.json is there"),
     "hub_unreachable": ("Check access to the Hugging Face Hub", "set HF_HUB_OFFLINE=1 with a pre-downloaded model, or "
                         "fix the proxy / network"),
-    "hub_auth": ("Give the server a token with access", "set HF_TOKEN for an account that accepted the model's licence"),
+    "hub_auth": ("Give the server a token with access",
+                 "set HF_TOKEN for an account that accepted the model's licence"),
     "unsupported_gpu": ("Use a dtype or quantization this GPU supports", "e.g. --dtype half on GPUs older than Ampere "
                         "(compute capability < 8.0)"),
     "no_gpu": ("Make a GPU visible to the container", "check the device plugin, --gpus all, and CUDA_VISIBLE_DEVICES"),

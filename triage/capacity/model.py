@@ -34,7 +34,8 @@ QUANTIZATION_BYTES: Mapping[str, float] = {
     "gptq": int_quantization("gptq", 4).bytes_per_param, "gptq_marlin": int_quantization("gptq", 4).bytes_per_param,
     "bitsandbytes": int_quantization("bitsandbytes", 4, 64).bytes_per_param, "mxfp4": 4.25 / 8,
 }
-ASSUMPTION_FP8_KV = "--kv-cache-dtype fp8 stores 1 byte per KV value instead of the model dtype's 2: bytes per token halve"
+ASSUMPTION_FP8_KV = ("--kv-cache-dtype fp8 stores 1 byte per KV value instead of the model dtype's 2: "
+                     "bytes per token halve")
 ASSUMPTION_TP = ("tensor parallelism splits the weights and every token's KV heads over the GPUs, so each GPU holds "
                  "a smaller slice and more KV tokens (true while the size is at most the model's KV heads)")
 ASSUMPTION_QUANT = ("--quantization shrinks the linear weights: fp8 about 1 byte per parameter, AWQ/GPTQ int4 about "
@@ -190,7 +191,8 @@ class Geometry:
 
     def assumptions(self) -> list[str]:
         """What the model had to assume or could not find, in words."""
-        out = [f"{name}: {fig.note}" for name, fig in self.figures().items() if fig is not None and fig.source == ASSUMED]
+        out = [f"{name}: {fig.note}" for name, fig in self.figures().items() if fig is not None
+               and fig.source == ASSUMED]
         if self.activation_gib is None and self.overhead_gib is None and self.kv_gib is not None:
             out.append("activation peak and non-torch memory: not in the log; assumed constant across utilizations "
                        "and lengths")
@@ -202,14 +204,16 @@ class Geometry:
 
     def equation_kv_gib(self) -> float | None:
         """KV memory from the budget equation alone, when every term is measured (not derived from KV itself)."""
-        terms = (self.total_gib, self.weights_gib, self.activation_gib, self.non_torch_gib)
-        if any(t is None for t in terms) or self.activation_gib.source not in (LOGGED, ASSUMED, CONFIG):
+        budget, weights = self.budget_gib, self.weights_gib
+        activation, non_torch = self.activation_gib, self.non_torch_gib
+        if budget is None or weights is None or activation is None or non_torch is None \
+                or activation.source not in (LOGGED, ASSUMED, CONFIG):
             return None
         graphs = self.cuda_graph_gib.value if self.graph_in_budget and self.cuda_graph_gib else 0.0
-        return (self.budget_gib - self.weights_gib.value - self.activation_gib.value - self.non_torch_gib.value
-                - graphs)
+        return budget - weights.value - activation.value - non_torch.value - graphs
 
-    def concurrency(self, blocks: int | None, tokens: int | None, length: int, request_tokens: float | None = None) -> float | None:
+    def concurrency(self, blocks: int | None, tokens: int | None, length: int,
+                    request_tokens: float | None = None) -> float | None:
         """Requests of `length` tokens the cache holds at once, as this engine computes it."""
         if not length or blocks is None:
             return None
@@ -253,8 +257,10 @@ def settings_from_facts(facts: Mapping[str, Fact]) -> Settings:
         return facts[name].value if name in facts and facts[name].value is not None else default
     return Settings(gpu_memory_utilization=v("gpu_memory_utilization"), max_model_len=v("max_model_len"),
                     max_num_seqs=v("max_num_seqs"), max_num_batched_tokens=v("max_num_batched_tokens"),
-                    tensor_parallel_size=v("tensor_parallel_size", 1), pipeline_parallel_size=v("pipeline_parallel_size", 1),
-                    kv_cache_dtype=str(v("kv_cache_dtype", "auto")), dtype=str(v("dtype", "auto")).removeprefix("torch."),
+                    tensor_parallel_size=v("tensor_parallel_size", 1),
+                    pipeline_parallel_size=v("pipeline_parallel_size", 1),
+                    kv_cache_dtype=str(v("kv_cache_dtype", "auto")),
+                    dtype=str(v("dtype", "auto")).removeprefix("torch."),
                     quantization=v("quantization"), enforce_eager=bool(v("enforce_eager", False)))
 
 
@@ -278,7 +284,8 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
         weights = Figure(round(spec.weights_gib(settings.tensor_parallel_size, settings.pipeline_parallel_size,
                                                 _quantization(settings, spec), dtype_bytes(settings.dtype)), 4),
                          CONFIG, spec.path)
-    block = _fig(facts, "block_size") or Figure(DEFAULT_BLOCK_SIZE, ASSUMED, f"not in the log; vLLM's default {DEFAULT_BLOCK_SIZE}")
+    block = _fig(facts, "block_size") or Figure(DEFAULT_BLOCK_SIZE, ASSUMED,
+                                                f"not in the log; vLLM's default {DEFAULT_BLOCK_SIZE}")
     kv, tokens = _fig(facts, "kv_cache_gib"), _fig(facts, "kv_cache_tokens")
     per_token = None
     if kv is not None and tokens is not None and tokens.value > 0 and kv.value > 0:
@@ -295,8 +302,10 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
         if per_token is None or abs(per_token.value - exact) <= max(per_token.uncertainty, 0.001 * exact):
             per_token = Figure(exact, CONFIG, "layers x KV heads per GPU x head dim x 2 x bytes")
     estimate = facts["estimated_max_model_len"].value if "estimated_max_model_len" in facts else None
-    if kv is not None and per_token is not None and estimate and 0 < estimate * per_token.value / GIB - kv.value <= 0.005:
-        kv = Figure(estimate * per_token.value / GIB, DERIVED,        # the print rounds to 0.01 GiB; the estimate does not
+    if kv is not None and per_token is not None and estimate \
+            and 0 < estimate * per_token.value / GIB - kv.value <= 0.005:
+        # the print rounds to 0.01 GiB; the estimate does not
+        kv = Figure(estimate * per_token.value / GIB, DERIVED,
                     "vLLM's estimate of the longest length x KV bytes per token (the logged figure is rounded)")
     if kv is None and tokens is not None and per_token is not None:
         kv = Figure(tokens.value * per_token.value / GIB, DERIVED, "KV tokens x KV bytes per token")
@@ -305,7 +314,8 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
     captured = _fig(facts, "cuda_graph_gib")
     if graphs is None and captured is not None:
         graphs = captured if era != "v1-graph-budget" else Figure(
-            captured.value, ASSUMED, "the estimate vLLM took out of the budget is not logged; the captured size is used")
+            captured.value, ASSUMED,
+            "the estimate vLLM took out of the budget is not logged; the captured size is used")
     overhead = None
     if activation is not None and non_torch is not None:
         overhead = Figure(activation.value + non_torch.value, activation.source)

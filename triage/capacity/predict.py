@@ -109,7 +109,8 @@ def predict(g: Geometry, s: Settings | None = None) -> Prediction:
         unknown.append("the log prints neither the KV cache memory nor its tokens")
     blocks = tokens = None
     block = g.block_size.value
-    same_width = _width_ratio(s0, s) == 1.0 if per_token is None else per_token == g.bytes_per_token.value
+    logged = g.bytes_per_token.value if g.bytes_per_token is not None else None   # per_token is None without it
+    same_width = _width_ratio(s0, s) == 1.0 if per_token is None else per_token == logged
     if g.kv_tokens is not None and not any(changed) and same_width:
         tokens = g.kv_tokens.value                   # nothing that sizes the cache changed: vLLM's own count
         blocks = tokens // block
@@ -158,10 +159,11 @@ def _weights(g: Geometry, s: Settings, assumptions: list[str], unknown: list[str
     s0 = g.settings
     ratio = (s0.tensor_parallel_size * s0.pipeline_parallel_size) / (s.tensor_parallel_size * s.pipeline_parallel_size)
     quant_changed = (s.quantization, s.dtype) != (s0.quantization, s0.dtype)
-    if g.spec is not None:
+    spec = g.spec
+    if spec is not None:
         def size(x: Settings) -> float:
-            return g.spec.weights_gib(x.tensor_parallel_size, x.pipeline_parallel_size, _quantization(x, g.spec),
-                                      dtype_bytes(x.dtype))
+            return spec.weights_gib(x.tensor_parallel_size, x.pipeline_parallel_size, _quantization(x, spec),
+                                    dtype_bytes(x.dtype))
         ratio = size(s) / size(s0)
     else:
         if ratio != 1.0:
@@ -193,10 +195,11 @@ def _bytes_per_token(g: Geometry, s: Settings, assumptions: list[str]) -> float 
     if g.bytes_per_token is None:
         return None
     s0 = g.settings
-    if g.spec is not None:
+    spec = g.spec
+    if spec is not None:
         def width(x: Settings) -> float:
-            return g.spec.kv_bytes_per_token(x.tensor_parallel_size, x.pipeline_parallel_size,
-                                             kv_value_bytes(x.kv_cache_dtype, x.dtype))
+            return spec.kv_bytes_per_token(x.tensor_parallel_size, x.pipeline_parallel_size,
+                                           kv_value_bytes(x.kv_cache_dtype, x.dtype))
         return g.bytes_per_token.value * width(s) / width(s0)
     factor = kv_value_bytes(s.kv_cache_dtype, s.dtype) / kv_value_bytes(s0.kv_cache_dtype, s0.dtype)
     if factor != 1.0:

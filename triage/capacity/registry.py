@@ -200,6 +200,7 @@ def arrange_fixes(fixes: list[Fix], facts: Facts, verdict: str) -> tuple[Fix, ..
     if verdict in MEMORY_VERDICTS and names_another_process(facts):
         first = [f for f in out if f.computed_from and "other_process_pids" in f.computed_from]
         if not first:
-            first = [dataclasses.replace(f, status="advice") for f in FIXES["free_other_processes"](facts, NOTHING_GIVEN)]
+            first = [dataclasses.replace(f, status="advice")
+                     for f in FIXES["free_other_processes"](facts, NOTHING_GIVEN)]
         out = first + [f for f in out if f not in first]
     return tuple([f for f in out if f.status != "not_enough"] + [f for f in out if f.status == "not_enough"])

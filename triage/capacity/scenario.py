@@ -165,7 +165,8 @@ def config_geometry(spec: ModelSpec, gpu_total_gib: float, settings: Settings, v
         utilization=util, weights_gib=Figure(weights, CONFIG, "parameters x bytes per parameter, split over the GPUs"),
         activation_gib=Figure(activation, ASSUMED, "estimated from max_num_batched_tokens, the MLP width and the "
                               f"sampler's logits (at least {MIN_ACTIVATION_GIB:g} GiB); a startup log measures it"),
-        non_torch_gib=Figure(ASSUMED_NON_TORCH_GIB, ASSUMED, f"{ASSUMED_NON_TORCH_GIB} GiB (CUDA context growth, NCCL)"),
+        non_torch_gib=Figure(ASSUMED_NON_TORCH_GIB, ASSUMED,
+                             f"{ASSUMED_NON_TORCH_GIB} GiB (CUDA context growth, NCCL)"),
         overhead_gib=Figure(activation + ASSUMED_NON_TORCH_GIB, DERIVED, "activation + non-torch"),
         cuda_graph_gib=Figure(graphs, ASSUMED, "none with --enforce-eager" if settings.enforce_eager else
                               f"{ASSUMED_GRAPH_GIB} GiB (0.2-1.9 GiB in measured startups)"),
@@ -210,7 +211,8 @@ def suggest(g: Geometry, p: Prediction, s: Settings, lengths: Lengths | None, se
         longest = p.kv_tokens
         if predict(g, s.replace(max_model_len=longest)).starts:
             out.append(f"--max-model-len {longest} fits the KV cache as it is")
-    if p.problem == "kv_cache_too_small" and g.total_gib and s.max_model_len and p.bytes_per_token and p.kv_gib is not None:
+    if p.problem == "kv_cache_too_small" and g.total_gib and s.max_model_len and p.bytes_per_token \
+            and p.kv_gib is not None:
         need = math.ceil(s.max_model_len / g.block_size.value) * g.block_size.value * p.bytes_per_token / GIB
         util = math.ceil((s.gpu_memory_utilization + (need - p.kv_gib) / g.total_gib.value + 0.01) * 100) / 100
         if util <= 0.95 and predict(g, s.replace(gpu_memory_utilization=util)).starts:

@@ -36,7 +36,8 @@ def _rows(scn: Scenario) -> list[tuple[str, Callable[[Prediction], str]]]:
         ("budget (utilization x total)", lambda p: _num(p.budget_gib, unit=" GiB")),
         ("KV cache memory", lambda p: _num(p.kv_gib, unit=" GiB")),
         ("KV cache tokens", lambda p: _num(p.kv_tokens, "{:,}")),
-        ("KV bytes per token", lambda p: "?" if p.bytes_per_token is None else shown(p.bytes_per_token, _margin(scn, p))),
+        ("KV bytes per token", lambda p: "?" if p.bytes_per_token is None
+         else shown(p.bytes_per_token, _margin(scn, p))),
         ("max concurrency at max_model_len", lambda p: _num(p.max_concurrency, unit="x")),
     ]
     if mean:
@@ -49,7 +50,7 @@ def _rows(scn: Scenario) -> list[tuple[str, Callable[[Prediction], str]]]:
                                                     _num(p.kv_tokens - p.request_tokens, "{:,.0f}"))
          if p.kv_tokens is not None and p.request_tokens else "?"),
         ("left outside the budget", lambda p: _num(p.outside_budget_gib, unit=" GiB")),
-        ("verdict", lambda p: scn.verdict_of(p)),
+        ("verdict", scn.verdict_of),
     ]
     return rows
 
@@ -110,7 +111,8 @@ def scenario_dict(scn: Scenario, kind: str) -> dict[str, Any]:
     lengths = None
     if scn.lengths is not None:
         lengths = {"source": scn.lengths_source, "requests": scn.lengths.requests, "window": scn.lengths.window,
-                   "prompt_mean": round(scn.lengths.prompt_mean, 1), "generation_mean": round(scn.lengths.generation_mean, 1),
+                   "prompt_mean": round(scn.lengths.prompt_mean, 1),
+                   "generation_mean": round(scn.lengths.generation_mean, 1),
                    "prompt_p90": scn.lengths.prompt_p90, "generation_p90": scn.lengths.generation_p90,
                    "requests_held_mean": _round(scn.held(scn.predicted)),
                    "requests_held_p90": _round(scn.held(scn.predicted, "p90"))}

@@ -129,7 +129,8 @@ def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = (),
             plan.append(Segment(name, label, fact, _pct(cursor, scale), _pct(gib, scale)))
             cursor += gib
     plan.append(_outside(facts, "other_processes_gib", "Other processes", other, total, scale, cursor))
-    plan.append(Segment("headroom", "Headroom", None, note="the rest of the GPU, drawn as the empty track; the input gives no figure for it"))
+    plan.append(Segment("headroom", "Headroom", None,
+                        note="the rest of the GPU, drawn as the empty track; the input gives no figure for it"))
     bars = [MemoryBar("vLLM's budget, as sized at startup",
                       "Weights, activation peak and non-torch memory come out of the budget first and the KV cache "
                       "gets the rest. Before vLLM 0.21 CUDA graphs are captured after that, outside the budget, so "
@@ -363,7 +364,8 @@ def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None,
     if any(v is not None for v in kv):
         charts.append(TimeChart("kv", "KV cache usage", "%", (Series(
             "kv", "KV cache usage", "area", _area_path(kv, xs, 100.0), _line_path(kv, xs, 100.0)),),
-            y_ticks=_y_ticks(100.0, "%"), limit=(_y(100.0 * KV_SATURATED, 100.0), f"{100 * KV_SATURATED:.0f} %: saturated")))
+            y_ticks=_y_ticks(100.0, "%"), limit=(_y(100.0 * KV_SATURATED, 100.0),
+                                                 f"{100 * KV_SATURATED:.0f} %: saturated")))
     else:
         charts.append(TimeChart("kv", "KV cache usage", "", (), "the stats lines do not give KV cache usage"))
     top = max([v for v in (*running, *waiting) if v is not None] or [0.0])
@@ -417,11 +419,12 @@ def decision_charts(comparisons: Sequence[Comparison]) -> tuple[DecisionChart, .
         top = 100.0 if all(f.unit == "%" for f in c.figures) else nice_top(max(values))
         unit = c.figures[0].unit
 
-        def pct(v: float) -> float:
+        def pct(v: float, top: float = top) -> float:
             return round(max(0.0, min(100.0, 100.0 * v / top)), 3)
         rows = tuple(BarRow(f.label, _amount(f.value, f.unit), pct(f.value), f.fact, f.note) for f in c.figures)
         axis = tuple(Tick(100.0 * k / 4, _tick(top * k / 4, unit if k == 4 else "")) for k in range(5))
-        limit = Tick(pct(c.limit.value), f"{c.limit.label} from {_amount(c.limit.value, c.limit.unit)}") if c.limit else None
+        limit = Tick(pct(c.limit.value), f"{c.limit.label} from {_amount(c.limit.value, c.limit.unit)}") \
+            if c.limit else None
         out.append(DecisionChart(c.title, rows, axis, limit))
     return tuple(out)
 

@@ -167,7 +167,8 @@ def listed_fixes(fixes: Iterable[Fix]) -> tuple[list[tuple[int, Fix]], list[tupl
 def command_heading(launch: LaunchCommand) -> str:
     """What the command is: the incident's whole launch with fix N, or only what to add to it; and which
     release's arguments every flag was checked against."""
-    checked = f"every flag checked against the arguments of {launch.release_basis or 'vLLM ' + str(launch.vllm_version)}"
+    checked = ("every flag checked against the arguments of "
+               f"{launch.release_basis or 'vLLM ' + str(launch.vllm_version)}")
     if launch.complete:
         return f"Fix {launch.fix_index} applied to the incident's own launch ({checked}):"
     return (f"Add to your command (fix {launch.fix_index}; the log does not show the whole launch command; "
@@ -236,7 +237,8 @@ def instance_figures(figures: Mapping[str, Any], sep: str = "  ") -> str:
     elif "preemptions_since_start" in f:
         rates = ([f"{f['preemption_rate_per_min']:.2g}/min on average"] if "preemption_rate_per_min" in f else []) + \
             ([f"{f['preemptions_per_request_mean']:.2g} per request"] if "preemptions_per_request_mean" in f else [])
-        parts.append(f"preemptions {f['preemptions_since_start']} since start" + (f" ({', '.join(rates)})" if rates else ""))
+        parts.append(f"preemptions {f['preemptions_since_start']} since start"
+                     + (f" ({', '.join(rates)})" if rates else ""))
     if "requests_preempted_share" in f:
         parts.append(f"{f['requests_preempted_share']:.0%} of requests preempted")
     if "waiting_max" in f:
@@ -274,7 +276,8 @@ def window_sentence(window: TimeWindow) -> str:
     kept = f"{w.events_kept:,} of {w.events_total:,} recognised log records"
     if w.samples_total:
         kept += f", {w.samples_kept:,} of {w.samples_total:,} timestamped metric samples"
-    context = f" (plus {w.context_events} records of the startup before it, for its settings)" if w.context_events else ""
+    context = f" (plus {w.context_events} records of the startup before it, for its settings)" \
+        if w.context_events else ""
     return f"Window: {w.since or 'the start'} to {w.until or 'the end'}: {kept} inside{context}."
 
 

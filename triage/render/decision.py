@@ -106,7 +106,8 @@ def _external(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, 
     if free is not None and requested is not None:
         return (f"{_gib(free)} free at startup vs {_gib(requested)} vLLM asked for",
                 (Comparison("Free memory at startup vs vLLM's request, GiB", (
-                    Figure("free", free, "GiB", "free_gib"), Figure("vLLM asked for", requested, "GiB", "requested_gib"))),))
+                    Figure("free", free, "GiB", "free_gib"),
+                    Figure("vLLM asked for", requested, "GiB", "requested_gib"))),))
     if other and total is not None and budget is not None:
         headroom = max(total - budget, 0.0)
         return (f"{_gib(other)} held outside vLLM vs the {_gib(headroom)} its budget leaves free",
@@ -119,7 +120,8 @@ def _external(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, 
     if tried is not None and free is not None:
         return (f"an allocation of {_gib(tried)} failed with {_gib(free)} free",
                 (Comparison("The allocation that failed vs free memory, GiB", (
-                    Figure("asked for", tried, "GiB", "tried_to_allocate_gib"), Figure("free", free, "GiB", "free_gib"))),))
+                    Figure("asked for", tried, "GiB", "tried_to_allocate_gib"),
+                    Figure("free", free, "GiB", "free_gib"))),))
     return None, ()
 
 

@@ -18,7 +18,7 @@ def render_gpu_text(snap: GpuSnapshot, **_: Any) -> str:
     out: list[str] = []
     gpus = sorted({d.index for d in snap.devices} | {p.gpu for p in snap.processes if p.gpu is not None})
     names = {d.index: d for d in snap.devices}
-    for index in gpus or [None]:
+    for index in gpus if gpus else [None]:
         d = names.get(index) if index is not None else None
         if d is not None:
             free = f", {d.free_mib:,.0f} free" if d.free_mib is not None else ""
@@ -29,7 +29,8 @@ def render_gpu_text(snap: GpuSnapshot, **_: Any) -> str:
         if not procs:
             out.append("  no compute process")
         for p in procs:
-            out.append(f"  pid {p.pid:<8} {_mib(p.used_mib):>9} MiB  {(p.name or '?')[:28]:<28}  {_verdict(p.vllm, p.why)}")
+            out.append(f"  pid {p.pid:<8} {_mib(p.used_mib):>9} MiB  {(p.name or '?')[:28]:<28}  "
+                       f"{_verdict(p.vllm, p.why)}")
     foreign = [p for p in snap.processes if p.vllm is False]
     unknown = [p for p in snap.processes if p.vllm is None]
     out.append("")

@@ -19,7 +19,8 @@ from ..model import Fact, Report, SourceRef
 from . import charts, decision
 from .common import (attempts_sentence, clip, command_heading, coverage_sentence, fix_is_unchecked, fleet_heading,
                      fleet_tally, format_fact, format_value, instance_figures, lead_finding, listed_fixes,
-                     neutral, no_command_sentence, ordered_facts, quiet_suppressions, redactions_sentence, references, split_match,
+                     neutral, no_command_sentence, ordered_facts, quiet_suppressions, redactions_sentence,
+                     references, split_match,
                      unchecked_note, verdict_title, window_sentence)
 
 MAX_EVIDENCE_LINES = 12      # per finding; a 1 GB log must still make a small page
@@ -83,7 +84,7 @@ def environment() -> jinja2.Environment:
 
 
 def _script() -> tuple[Markup, str]:
-    source, _, _ = environment().loader.get_source(environment(), "report.js")
+    source, _, _ = environment().loader.get_source(environment(), "report.js")  # type: ignore[union-attr]  # it has one
     digest = base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii")
     return Markup(source), f"'sha256-{digest}'"
 

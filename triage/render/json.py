@@ -30,7 +30,8 @@ def _fact(fact: Fact) -> dict[str, Any]:
 
 def _finding(f: Finding) -> dict[str, Any]:
     return {"rule": f.rule_id, "title": f.title, "verdict": f.verdict, "confidence": f.confidence,
-            "summary": f.summary, "why": f.why, "settle": f.settle or None, "path": list(f.path), "facts": list(f.facts),
+            "summary": f.summary, "why": f.why, "settle": f.settle or None, "path": list(f.path),
+            "facts": list(f.facts),
             "evidence": [_ref(r) for r in f.evidence], "references": list(f.references)}
 
 

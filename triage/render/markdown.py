@@ -12,7 +12,8 @@ from typing import Any
 from ..model import Report, SourceRef
 from . import decision
 from .common import (MEMORY_PARTS, clip, command_heading, coverage_sentence, fix_is_unchecked,
-                     fleet_heading, fleet_tally, format_fact, instance_figures, key_fact_names, lead_finding, listed_fixes, neutral,
+                     fleet_heading, fleet_tally, format_fact, instance_figures, key_fact_names, lead_finding,
+                     listed_fixes, neutral,
                      no_command_sentence, quiet_suppressions, redactions_sentence, references, unchecked_note,
                      verdict_title, window_sentence)
 
@@ -82,7 +83,7 @@ def _suppressed(report: Report) -> list[str]:
     for item in report.diagnosis.suppressed:
         f, why = item.finding, item.suppression
         until = f", until {why.expires}" if why.expires else ""
-        out.append(f"- **SUPPRESSED** {code_span(f.rule_id)} → {prose(f.verdict)}: {prose(f.summary)} "
+        out.append(f"- **SUPPRESSED** {code_span(f.rule_id)} → {prose(str(f.verdict))}: {prose(f.summary)} "
                    f"_(accepted: {prose(why.reason)}; {code_span(why.origin + until)})_")
     quiet = quiet_suppressions(report)
     if quiet:
@@ -162,7 +163,8 @@ def render_markdown(report: Report, **_: Any) -> str:
             fact = d.facts[name]
             where = code_span(fact.evidence[0].where()) if fact.evidence else (prose(fact.note) if fact.note else "")
             out.append(f"| {cell(code_span(name))} | {cell(prose(format_fact(fact)))} | {cell(where)} |")
-        unknown = [name for name in ("gpu_total_gib", "budget_gib", *(n for n, _ in MEMORY_PARTS)) if name not in d.facts]
+        unknown = [name for name in ("gpu_total_gib", "budget_gib", *(n for n, _ in MEMORY_PARTS))
+                   if name not in d.facts]
         out.append("")
         if unknown:
             out += ["Unknown (not in the input, not zero): " + ", ".join(code_span(n) for n in unknown) + ".", ""]

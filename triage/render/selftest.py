@@ -24,7 +24,8 @@ def render_selftest_text(results: Sequence[CaseResult], verbose: bool = False, s
     failed = [r for r in results if not r.passed]
     out.append("")
     for r in results if verbose else failed:
-        out.append(f"{'ok  ' if r.passed else 'FAIL'} {r.file}: {r.got}" + (f" ({'; '.join(r.problems)})" if r.problems else ""))
+        out.append(f"{'ok  ' if r.passed else 'FAIL'} {r.file}: {r.got}"
+                   + (f" ({'; '.join(r.problems)})" if r.problems else ""))
     if verbose or failed:
         out.append("")
     out.append(f"{len(results) - len(failed)} of {len(results)} passed." if failed else f"All {len(results)} passed.")

@@ -8,7 +8,8 @@ from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
 from . import decision
 from .common import (command_heading, fix_is_unchecked, fleet_heading, fleet_tally, instance_figures, listed_fixes,
-                     no_command_sentence, plural, quiet_suppressions, terminal_safe, unchecked_note, verdict_title, window_sentence)
+                     no_command_sentence, plural, quiet_suppressions, terminal_safe, unchecked_note,
+                     verdict_title, window_sentence)
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
@@ -48,7 +49,8 @@ def _fleet(fleet: FleetView, title: str, s: "_Style") -> list[str]:
     vwidth = max(len(i.verdict) for i in fleet.instances)
     for inst in fleet.instances:
         colour = _VERDICT_COLOUR.get(inst.verdict, "red")
-        out.append(f"  {inst.name.ljust(width)}  {s(inst.verdict.ljust(vwidth), colour)}  {instance_figures(inst.figures)}")
+        out.append(f"  {inst.name.ljust(width)}  {s(inst.verdict.ljust(vwidth), colour)}  "
+                   f"{instance_figures(inst.figures)}")
         for reason in inst.stands_out:
             out.append(s(f"  {' ' * width}  ^ stands out: {reason}", "yellow"))
     out.append(f"Overall: {s(title.upper(), 'bold')} ({fleet_tally(fleet)}). "
@@ -80,7 +82,8 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
     out: list[str] = _fleet(report.fleet, verdict_title(report), s) if report.fleet else []
     lead = d.findings[0] if d.findings else None
     title = verdict_title(report).upper()
-    out.append(s(f"{title}", "bold", _VERDICT_COLOUR.get(d.verdict, "red")) + s(f"  ({d.confidence} confidence)", "dim"))
+    out.append(s(f"{title}", "bold", _VERDICT_COLOUR.get(d.verdict, "red"))
+               + s(f"  ({d.confidence} confidence)", "dim"))
     first = decision.lead(report)
     for label, text in (("Decided by", first.decided_by), ("Restarts", first.restarts), ("Impact", first.impact)):
         if text:
@@ -113,7 +116,8 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
             if fix.predicted:
                 out.extend("     " + w for w in textwrap.wrap("predicted: " + fix.predicted["summary"], 96))
         if short:
-            out.append(s("  Not enough alone (the capacity model predicts each fails or falls short on its own):", "dim"))
+            out.append(s("  Not enough alone (the capacity model predicts each fails or falls short on its own):",
+                         "dim"))
             for i, fix in short:
                 said = fix.predicted["summary"] if fix.predicted else fix.why
                 out.extend(textwrap.wrap(f"{i}. {fix.action}: {said}", 96, initial_indent="  ",
@@ -130,8 +134,8 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
             out.append("")
             out.extend("  " + w for w in textwrap.wrap(sentence, 98))
         refs = sorted({f.reference for f in d.fixes if f.reference})
-        for ref in refs:
-            out.append(s(f"  docs: {ref}", "dim"))
+        for doc in refs:
+            out.append(s(f"  docs: {doc}", "dim"))
     others = d.findings[1:]
     if others:
         out.append("")
