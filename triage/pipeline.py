@@ -46,9 +46,17 @@ class Toolkit:
 def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_lines: int | None,
                      metric_facts: dict[str, Fact] | None = None, full: bool = True,
                      gpu_facts: Mapping[str, Fact] | None = None, given: Given | None = None) -> Diagnosis:
+    """One attempt through the middle stages: facts_for -> decide -> prescribe (`full=False` stops at the verdict)."""
+    diagnosis = decide(facts_for(attempt, kit, earlier, vllm_lines, metric_facts, gpu_facts, given), kit, full)
+    return prescribe(diagnosis, kit, given) if full else diagnosis
+
+
+def facts_for(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_lines: int | None,
+              metric_facts: Mapping[str, Fact] | None = None, gpu_facts: Mapping[str, Fact] | None = None,
+              given: Given | None = None) -> dict[str, Fact]:
     """Facts of one attempt, joined with metrics and a GPU snapshot when given (the snapshot only
-    fills figures the log and metrics do not give), then the decision tree. What the user gave on the
-    command line (`given`: the GPU, the model's config) fills what the input lacks and sizes the fixes."""
+    fills figures the log and metrics do not give). What the user gave on the command line (`given`:
+    the GPU, the model's config) fills what the input lacks."""
     facts = extract_facts(attempt.events, kit.signatures, earlier)
     if vllm_lines is not None:
         facts["vllm_lines"] = Fact("vllm_lines", vllm_lines, FACTS["vllm_lines"].unit)
@@ -61,7 +69,23 @@ def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent]
     if "weights_gib" not in facts and "model" in facts:      # the capacity model, only when it has work
         from .capacity.catalog import estimate_facts
         facts = {**estimate_facts(facts, given.spec if given else None), **facts}
-    return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full, given=given)
+    return facts
+
+
+def decide(facts: Mapping[str, Fact], kit: Toolkit, full: bool = True) -> Diagnosis:
+    """The decision tree over the facts (triage/engine.py): the verdict, its evidence, the classes ruled out."""
+    return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full)
+
+
+def prescribe(diagnosis: Diagnosis, kit: Toolkit, given: Given | None = None) -> Diagnosis:
+    """The diagnosis with the fixes its rule names, sized by the capacity model from its facts and what the
+    user gave, in the order on-call reads them; unchanged when no rule chose the verdict."""
+    if not diagnosis.rule_path:
+        return diagnosis
+    from .capacity import NOTHING_GIVEN, prescribe as sized_fixes    # the capacity model, only once a fix is computed
+    names = kit.rules.nodes[diagnosis.rule_path[-1]].fixes
+    fixes = sized_fixes(names, diagnosis.facts, diagnosis.verdict, given or NOTHING_GIVEN)
+    return dataclasses.replace(diagnosis, fixes=fixes)
 
 
 def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
