@@ -414,15 +414,13 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     redactor = Redactor(enabled=not no_redact, prompts=redact_prompts)
     progress = [ProgressLine(inp.name, None if inp.compression else inp.size)   # bytes read are decompressed ones
                 for inp in inputs] if sys.stderr.isatty() and not quiet else []
-    for inp, line in zip(inputs, progress):
-        inp.progress = line
     since, until = metric_options["since"], metric_options["until"]
     from .timewindow import utc_now
     window = (since, until, utc_now()) if (since or until) and not metric_options["prometheus_url"] else None
     try:
         report = build_report(inputs, kit, redactor, metrics.samples if metrics else (),
                               metrics.inputs if metrics else (), metrics.origin if metrics else None,
-                              metrics.warnings if metrics else (), gpu_facts, window, given)
+                              metrics.warnings if metrics else (), gpu_facts, window, given, progress)
     finally:
         for line in progress:
             line.close()

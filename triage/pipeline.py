@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import __version__
 from .command import headline_command
@@ -24,7 +24,7 @@ from .redact import Redactor
 from .runbooks import runbook_link
 from .ruleset import RuleSet
 from .signatures import SignatureSet
-from .sources import LogInput, iter_lines
+from .sources import LineReader, LogInput
 from .timewindow import apply_window
 
 if TYPE_CHECKING:
@@ -101,6 +101,47 @@ def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
     return out
 
 
+@dataclass(frozen=True)
+class LogRead:
+    """What reading one whole log found besides its events."""
+
+    summary: InputSummary                       # its lines (the bulk ones the reader set aside included), warnings
+    unrecognised: tuple[CoverageGroup, ...]
+
+
+class LogReading:
+    """One log being read: iterate it once for its events, lazily (a 1 GiB log is never held whole), then
+    `result()` says what the reading found. Nothing it was given is written to."""
+
+    def __init__(self, inp: LogInput, kit: Toolkit, redactor: Redactor,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.name = inp.name
+        self._lines = LineReader(inp, kit.signatures.bulk_patterns, progress)
+        self._parse = LogParse(inp.name, self._lines, kit.signatures, redactor)
+        self._bulk_vllm_patterns = kit.signatures.bulk_vllm_patterns
+
+    def __iter__(self) -> Iterator[LogEvent]:
+        return iter(self._parse)
+
+    def result(self) -> LogRead:
+        """The parser saw every line but the bulk ones the reader set aside: add those back."""
+        lines, parse = self._lines.result(), self._parse.result()
+        summary = parse.summary
+        bulk = sum(lines.bulk_lines)
+        bulk_vllm = sum(lines.bulk_lines[:self._bulk_vllm_patterns])
+        return LogRead(dataclasses.replace(summary, lines_read=max(lines.lines_read, summary.lines_read),
+                                           lines_recognised=summary.lines_recognised + bulk,
+                                           vllm_lines=summary.vllm_lines + bulk_vllm,
+                                           warnings=lines.warnings + parse.warnings), parse.unrecognised)
+
+
+def read(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
+         progress: Sequence[Callable[[int], None]] = ()) -> list[LogReading]:
+    """The read stage: each log as a lazy stream of events, secrets masked; `progress[i]` (when given) is told
+    the bytes of `inputs[i]` read so far."""
+    return [LogReading(inp, kit, redactor, progress[i] if i < len(progress) else None) for i, inp in enumerate(inputs)]
+
+
 _SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit", "model_name", "load_start"})
 
 
@@ -141,7 +182,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                  origin: MetricsOrigin | None = None, metric_warnings: Sequence[str] = (),
                  gpu_facts: Mapping[str, Fact] | None = None,
                  window: tuple[str | None, str | None, datetime] | None = None,
-                 given: Given | None = None) -> Report:
+                 given: Given | None = None, progress: Sequence[Callable[[int], None]] = ()) -> Report:
     """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
     the one on call is looking at.
 
@@ -154,7 +195,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     needs each log's events whole, so with a window they are collected before attempts are cut.
     """
     sigs = kit.signatures
-    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor, inp.warnings) for inp in inputs]
+    parses = read(inputs, kit, redactor, progress)
     metric_samples = _redacted(metric_samples, redactor)
     extra_warnings: list[str] = list(metric_warnings)
     streams: Sequence[Iterable[LogEvent]] = parses
@@ -166,7 +207,8 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                                                                                now, sigs)
         extra_warnings.extend(window_warnings)
     history = _read_attempts(streams, kit)
-    logs = [_log_summary(inp, parse, sigs) for inp, parse in zip(inputs, parses)]
+    reads = [parse.result() for parse in parses]
+    logs = [r.summary for r in reads]
     vllm_lines = sum(s.vllm_lines for s in logs) if logs else None
     metric_inputs = tuple(metric_inputs)
     runs: list[_Run] = []
@@ -195,7 +237,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     chosen = runs[worst([r.diagnosis for r in runs])]
     last = chosen.diagnosis
     summaries = (history.earlier if chosen.with_log else []) + [_summary(chosen.attempt, last)]
-    unrecognised: list[CoverageGroup] = sorted((g for p in parses for g in p.unrecognised),
+    unrecognised: list[CoverageGroup] = sorted((g for r in reads for g in r.unrecognised),
                                                key=lambda g: (-g.count, g.example.path, g.example.line))
     failure = last.facts.get("failure_message")
     failing = last.facts.get("failing_process")
@@ -213,7 +255,7 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
                   timeline=points, metrics_timeline=scraped, failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(chosen.attempt.events, failing.value if failing else None),
                   redactions=dict(redactor.counts),
-                  warnings=tuple(w for inp in inputs for w in inp.warnings) + tuple(extra_warnings),
+                  warnings=tuple(w for log in logs for w in log.warnings) + tuple(extra_warnings),
                   fleet=_fleet_view(runs, chosen, origin, metric_inputs, joined and bool(inputs)),
                   severity=kit.rules.classes[last.verdict].severity,
                   runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
@@ -235,16 +277,6 @@ def _summary(attempt: Attempt, diagnosis: Diagnosis) -> AttemptSummary:
     return AttemptSummary(index=attempt.index, first=attempt.events[0].source if attempt.events else None,
                           last=attempt.events[-1].source if attempt.events else None, verdict=diagnosis.verdict,
                           failed_phase=phase.value if phase else None)
-
-
-def _log_summary(inp: LogInput, parse: LogParse, sigs: SignatureSet) -> InputSummary:
-    """The parser saw every line but the bulk ones the reader set aside: add those back."""
-    summary = parse.summary
-    bulk = sum(inp.bulk_lines)
-    bulk_vllm = sum(inp.bulk_lines[:sigs.bulk_vllm_patterns])
-    return dataclasses.replace(summary, lines_read=max(inp.lines_read, summary.lines_read),
-                               lines_recognised=summary.lines_recognised + bulk,
-                               vllm_lines=summary.vllm_lines + bulk_vllm, warnings=tuple(inp.warnings))
 
 
 def _redacted(samples: Sequence[MetricSample], redactor: Redactor) -> list[MetricSample]:
