@@ -14,7 +14,7 @@ from triage.errors import InputError
 from triage.logparse import LogParse
 from triage.metricparse import parse_exposition
 from triage.model import VERDICTS
-from triage.pipeline import build_report
+from triage.pipeline import Incident, build_report
 from triage.redact import Redactor
 from triage.render.json import report_dict
 from triage.sources import LineReader, open_log
@@ -82,7 +82,7 @@ def test_whole_pipeline_gives_a_valid_report(text):
     path = _file(text.encode("utf-8", "surrogatepass"))
     try:
         try:
-            report = build_report([open_log(str(path))], KIT, Redactor())
+            report = build_report(Incident(logs=(open_log(str(path)),)), KIT)
         except InputError as err:                   # mostly control characters: refused as binary
             assert "binary" in str(err) and "\n" not in str(err)
             return

@@ -29,6 +29,8 @@ from .timewindow import apply_window
 
 if TYPE_CHECKING:
     from .capacity.registry import Given
+    from .gpu import GpuSnapshot
+    from .metricinputs import MetricsRead
 
 SCHEMA_VERSION = 1
 
@@ -135,17 +137,10 @@ class LogReading:
                                            warnings=lines.warnings + parse.warnings), parse.unrecognised)
 
 
-def read(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
-         progress: Sequence[Callable[[int], None]] = ()) -> list[LogReading]:
-    """The read stage: each log as a lazy stream of events, secrets masked; `progress[i]` (when given) is told
-    the bytes of `inputs[i]` read so far."""
-    return [LogReading(inp, kit, redactor, progress[i] if i < len(progress) else None) for i, inp in enumerate(inputs)]
-
-
 _SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit", "model_name", "load_start"})
 
 
-@dataclass
+@dataclass(frozen=True)
 class _History:
     """The log read once: the earlier attempts already diagnosed (to their verdict), and the last one."""
 
@@ -168,6 +163,98 @@ def _read_attempts(streams: Sequence[Iterable[LogEvent]], kit: Toolkit) -> _Hist
 
 
 @dataclass(frozen=True)
+class Incident:
+    """What the user gave, as the CLI opened and read it: the logs (opened, not yet read), the metrics read, a GPU
+    snapshot, the time window (--since, --until, now), what the input lacks (`given`: --gpu, --model-config),
+    whether to mask secrets and prompts, and the warnings found before any reading (an expired suppression)."""
+
+    logs: tuple[LogInput, ...] = ()
+    metrics: MetricsRead | None = None
+    gpu: GpuSnapshot | None = None
+    window: tuple[str | None, str | None, datetime] | None = None
+    given: Given | None = None
+    redact: bool = True
+    redact_prompts: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+def build_report(incident: Incident, kit: Toolkit, progress: Sequence[Callable[[int], None]] = ()) -> Report:
+    """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
+    the one on call is looking at. `progress[i]` (when given) is told the bytes of log i read so far.
+
+    Metrics describe the server as it is now, so they join the last attempt. Each metrics unit
+    (instance, model, engine; see triage/fleet.py) is diagnosed joined with it, and the one whose
+    problem is the most certain leads (fleet.worst). A log is joined only when the metrics are of one
+    instance: with several it cannot say which one wrote it.
+    """
+    redactor = Redactor(enabled=incident.redact, prompts=incident.redact_prompts)
+    evidence = read(incident, kit, redactor, progress)
+    gpu = gpu_evidence(incident.gpu)
+    runs = diagnose_runs(evidence, incident, kit, gpu.facts)     # each: facts_for -> decide -> prescribe
+    return assemble(incident, kit, evidence, runs, gpu, redactor.counts)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the read stage returns: the logs cut into startup attempts (the earlier ones already judged), what
+    reading each log found, the metric samples (secrets masked, cut to the window), and the warnings so far."""
+
+    history: _History
+    logs: tuple[LogRead, ...]
+    samples: tuple[MetricSample, ...]
+    window: TimeWindow | None
+    warnings: tuple[str, ...]
+
+    @property
+    def vllm_lines(self) -> int | None:
+        return sum(log.summary.vllm_lines for log in self.logs) if self.logs else None
+
+
+def read(incident: Incident, kit: Toolkit, redactor: Redactor,
+         progress: Sequence[Callable[[int], None]] = ()) -> Evidence:
+    """The read stage: every log read once, as a stream of events cut into attempts; the metric samples.
+
+    A time window (triage/timewindow.py) needs each log's events whole, so with a window they are
+    collected before attempts are cut."""
+    readings = [LogReading(inp, kit, redactor, progress[i] if i < len(progress) else None)
+                for i, inp in enumerate(incident.logs)]
+    metrics = incident.metrics
+    samples = _redacted(metrics.samples if metrics else (), redactor)
+    warnings = list(metrics.warnings if metrics else ())
+    streams: Sequence[Iterable[LogEvent]] = readings
+    kept_window: TimeWindow | None = None
+    if incident.window is not None:
+        since, until, now = incident.window
+        named = [(r.name, list(r)) for r in readings]
+        streams, samples, kept_window, window_warnings = apply_window(named, samples, since, until, now,
+                                                                      kit.signatures)
+        warnings.extend(window_warnings)
+    history = _read_attempts(streams, kit)
+    return Evidence(history, tuple(r.result() for r in readings), tuple(samples), kept_window, tuple(warnings))
+
+
+@dataclass(frozen=True)
+class GpuEvidence:
+    """A GPU snapshot's facts (they only fill figures the log and metrics do not give), its warnings, and
+    the snapshot as one of the report's inputs."""
+
+    facts: Mapping[str, Fact]
+    warnings: tuple[str, ...] = ()
+    input: InputSummary | None = None
+
+
+def gpu_evidence(snapshot: GpuSnapshot | None) -> GpuEvidence:
+    if snapshot is None:
+        return GpuEvidence({})
+    from .gpu import snapshot_facts       # only with a snapshot: a plain log report loads no GPU code
+    facts, warnings = snapshot_facts(snapshot)
+    rows = len(snapshot.devices) + len(snapshot.processes)
+    summary = InputSummary(path=snapshot.path, kind="gpu", lines_read=snapshot.lines or rows, lines_recognised=rows,
+                           vllm_lines=sum(1 for p in snapshot.processes if p.vllm))
+    return GpuEvidence(facts, tuple(warnings), summary)
+
+
+@dataclass(frozen=True)
 class _Run:
     """One diagnosis of the incident now: the log's last attempt joined with one unit's metrics, or either alone."""
 
@@ -177,67 +264,58 @@ class _Run:
     with_log: bool
 
 
-def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
-                 metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = (),
-                 origin: MetricsOrigin | None = None, metric_warnings: Sequence[str] = (),
-                 gpu_facts: Mapping[str, Fact] | None = None,
-                 window: tuple[str | None, str | None, datetime] | None = None,
-                 given: Given | None = None, progress: Sequence[Callable[[int], None]] = ()) -> Report:
-    """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
-    the one on call is looking at.
+@dataclass(frozen=True)
+class Runs:
+    """The diagnoses of the incident now (one per metrics unit, or the log alone), and whether the log joined them."""
 
-    Metrics describe the server as it is now, so they join the last attempt. Each metrics unit
-    (instance, model, engine; see triage/fleet.py) is diagnosed joined with it, and the one whose
-    problem is the most certain leads (fleet.worst). A log is joined only when the metrics are of one
-    instance: with several it cannot say which one wrote it.
+    runs: tuple[_Run, ...]
+    joined: bool
+    warnings: tuple[str, ...] = ()
 
-    `window` (--since, --until, now) cuts the incident to a time window (triage/timewindow.py); it
-    needs each log's events whole, so with a window they are collected before attempts are cut.
-    """
-    sigs = kit.signatures
-    parses = read(inputs, kit, redactor, progress)
-    metric_samples = _redacted(metric_samples, redactor)
-    extra_warnings: list[str] = list(metric_warnings)
-    streams: Sequence[Iterable[LogEvent]] = parses
-    kept_window: TimeWindow | None = None
-    if window is not None:
-        since, until, now = window
-        named = [(p.name, list(p)) for p in parses]
-        streams, metric_samples, kept_window, window_warnings = apply_window(named, metric_samples, since, until,
-                                                                               now, sigs)
-        extra_warnings.extend(window_warnings)
-    history = _read_attempts(streams, kit)
-    reads = [parse.result() for parse in parses]
-    logs = [r.summary for r in reads]
-    vllm_lines = sum(s.vllm_lines for s in logs) if logs else None
-    metric_inputs = tuple(metric_inputs)
+
+def diagnose_runs(evidence: Evidence, incident: Incident, kit: Toolkit, gpu_facts: Mapping[str, Fact]) -> Runs:
+    """The last attempt through facts_for -> decide -> prescribe, once per metrics unit when there are metrics."""
+    history, given, vllm_lines = evidence.history, incident.given, evidence.vllm_lines
+    metrics = incident.metrics
+    metric_inputs = metrics.inputs if metrics else ()
+    samples = evidence.samples
+    if not (samples or metric_inputs or (metrics and metrics.origin is not None)):
+        return Runs((_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
+                                                         gpu_facts=gpu_facts, given=given), None, True),), False)
     runs: list[_Run] = []
-    joined = False
-    if metric_samples or metric_inputs or origin is not None:
-        units, unit_warnings = split_units(metric_samples)
-        extra_warnings.extend(unit_warnings)
-        ordering = origin.ordering if origin else None
-        joined = not inputs or len({u.instance for u in units}) <= 1
-        if not joined:
-            extra_warnings.append(f"the log was diagnosed on its own: the metrics hold {len({u.instance for u in units})} "
-                                  "instances; select the one the log came from (--instance, --selector) to join them")
-            runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
-                                                            gpu_facts=gpu_facts, given=given), None, True))
-        own = history.last if joined else Attempt(index=1)
-        for unit in units or [None]:
-            facts = extract_metric_facts(unit.samples if unit else metric_samples, ordering)
-            if not any(s.name.startswith("vllm:") for s in metric_samples):
-                facts.update(_declared_only(metric_inputs))
-            runs.append(_Run(own, diagnose_attempt(own, kit, history.settings if joined else (),
-                                                   vllm_lines if joined else None, facts,
-                                                   gpu_facts=gpu_facts if joined else None, given=given), unit, joined))
-    else:
+    units, unit_warnings = split_units(samples)
+    warnings = list(unit_warnings)
+    ordering = metrics.origin.ordering if metrics and metrics.origin else None
+    joined = not incident.logs or len({u.instance for u in units}) <= 1
+    if not joined:
+        warnings.append(f"the log was diagnosed on its own: the metrics hold {len({u.instance for u in units})} "
+                        "instances; select the one the log came from (--instance, --selector) to join them")
         runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
                                                         gpu_facts=gpu_facts, given=given), None, True))
+    own = history.last if joined else Attempt(index=1)
+    for unit in units or [None]:
+        facts = extract_metric_facts(unit.samples if unit else samples, ordering)
+        if not any(s.name.startswith("vllm:") for s in samples):
+            facts.update(_declared_only(metric_inputs))
+        runs.append(_Run(own, diagnose_attempt(own, kit, history.settings if joined else (),
+                                               vllm_lines if joined else None, facts,
+                                               gpu_facts=gpu_facts if joined else None, given=given), unit, joined))
+    return Runs(tuple(runs), joined, tuple(warnings))
+
+
+def assemble(incident: Incident, kit: Toolkit, evidence: Evidence, diagnosed: Runs, gpu: GpuEvidence,
+             redactions: Mapping[str, int]) -> Report:
+    """The report: the leading diagnosis with the attempts before it, the fleet view, the timeline, per-rank
+    memory, the command line, every input read and every warning."""
+    runs, history = diagnosed.runs, evidence.history
+    metrics = incident.metrics
+    metric_inputs = metrics.inputs if metrics else ()
+    origin = metrics.origin if metrics else None
     chosen = runs[worst([r.diagnosis for r in runs])]
     last = chosen.diagnosis
     summaries = (history.earlier if chosen.with_log else []) + [_summary(chosen.attempt, last)]
-    unrecognised: list[CoverageGroup] = sorted((g for r in reads for g in r.unrecognised),
+    logs = [log.summary for log in evidence.logs]
+    unrecognised: list[CoverageGroup] = sorted((g for log in evidence.logs for g in log.unrecognised),
                                                key=lambda g: (-g.count, g.example.path, g.example.line))
     failure = last.facts.get("failure_message")
     failing = last.facts.get("failing_process")
@@ -245,21 +323,23 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     launch = headline_command(last.fixes, [*(history.settings if chosen.with_log else ()), *chosen.attempt.events],
                               version)
     points = timeline(chosen.attempt.events)
-    scraped = metric_timeline(chosen.unit.samples if chosen.unit else metric_samples)
+    scraped = metric_timeline(chosen.unit.samples if chosen.unit else evidence.samples)
     if not points:
         points, scraped = scraped, ()
+    warnings = (tuple(w for log in logs for w in log.warnings) + evidence.warnings + diagnosed.warnings
+                + gpu.warnings + incident.warnings)
     return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=tuple(summaries),
                   same_failure_attempts=sum(1 for a in summaries if a.verdict == last.verdict),
-                  inputs=tuple(logs) + metric_inputs, unrecognised=tuple(unrecognised),
+                  inputs=tuple(logs) + tuple(metric_inputs) + ((gpu.input,) if gpu.input else ()),
+                  unrecognised=tuple(unrecognised),
                   command=launch.text if launch else None, launch=launch,
                   timeline=points, metrics_timeline=scraped, failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(chosen.attempt.events, failing.value if failing else None),
-                  redactions=dict(redactor.counts),
-                  warnings=tuple(w for log in logs for w in log.warnings) + tuple(extra_warnings),
-                  fleet=_fleet_view(runs, chosen, origin, metric_inputs, joined and bool(inputs)),
+                  redactions=dict(redactions), warnings=warnings,
+                  fleet=_fleet_view(runs, chosen, origin, metric_inputs, diagnosed.joined and bool(incident.logs)),
                   severity=kit.rules.classes[last.verdict].severity,
                   runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
-                  suppressions=kit.suppressions, window=kept_window)
+                  suppressions=kit.suppressions, window=evidence.window)
 
 
 def _declared_only(inputs: Sequence[InputSummary]) -> dict[str, Fact]:

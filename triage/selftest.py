@@ -16,8 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from .errors import InputError
 from .model import VERDICTS
-from .pipeline import Toolkit, build_report
-from .redact import Redactor
+from .pipeline import Incident, Toolkit, build_report
 from .sources import open_log
 
 _REQUIRED = ("file", "verdict")
@@ -76,8 +75,7 @@ def figure_matches(got: Any, want: Any) -> bool:
 
 
 def run_case(kit: Toolkit, directory: Path, entry: Mapping[str, Any]) -> CaseResult:
-    redactor = Redactor()
-    report = build_report([open_log(str(directory / "logs" / entry["file"]))], kit, redactor)
+    report = build_report(Incident(logs=(open_log(str(directory / "logs" / entry["file"])),)), kit)
     d = report.diagnosis
     problems = []
     if d.verdict != entry["verdict"]:
