@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 from dataclasses import dataclass, field
 import re
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from .envelope import Record, records
 from .model import KV_SATURATED, PHASE_RANK, CoverageGroup, InputSummary, LogEvent, SourceRef
@@ -289,6 +289,20 @@ def split_attempts(events: Iterable[LogEvent], signatures: SignatureSet) -> Iter
         if sig.failure or (sig.phase and PHASE_RANK[sig.phase] >= PHASE_RANK["loading_weights"]):
             progressed = True
     yield current.attempt()
+
+
+_NOT_CONTEXT = frozenset({"stats", "preemption", "request", "traceback_start", "traceback_frame", "exception",
+                          "engine_died"})
+
+
+def startup_context(before: Sequence[LogEvent], signatures: SignatureSet) -> list[LogEvent]:
+    """The settings of the startup still running when a time window begins (`before`: the records before
+    it): no failures, no serving."""
+    if not before:
+        return []
+    running = list(split_attempts(before, signatures))[-1].events
+    return [e for e in running if e.kind not in _NOT_CONTEXT
+            and not ((sig := signatures.by_id.get(e.signature)) and sig.failure)]
 
 
 class _Bounded:

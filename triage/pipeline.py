@@ -14,7 +14,7 @@ from .command import headline_command
 from .engine import diagnose
 from .facts import FACTS, extract_facts
 from .fleet import Unit, instance_views, split_units, unit_name, worst
-from .logparse import Attempt, LogParse, merge_events, split_attempts
+from .logparse import Attempt, LogParse, merge_events, split_attempts, startup_context
 from .metricfacts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, extract_metric_facts, merge_facts
 from .metricparse import MetricSample
 from .metricseries import per_scrape
@@ -226,8 +226,10 @@ def read(incident: Incident, kit: Toolkit, redactor: Redactor,
     if incident.window is not None:
         since, until, now = incident.window
         named = [(r.name, list(r)) for r in readings]
-        streams, samples, kept_window, window_warnings = apply_window(named, samples, since, until, now,
-                                                                      kit.signatures)
+        cut, samples, kept_window, window_warnings = apply_window(named, samples, since, until, now)
+        contexts = [startup_context(before, kit.signatures) for before, _ in cut]
+        streams = [context + inside for context, (_, inside) in zip(contexts, cut)]
+        kept_window = dataclasses.replace(kept_window, context_events=sum(len(c) for c in contexts))
         warnings.extend(window_warnings)
     history = _read_attempts(streams, kit)
     return Evidence(history, tuple(r.result() for r in readings), tuple(samples), kept_window, tuple(warnings))
