@@ -13,13 +13,13 @@ from . import __version__
 from .command import headline_command
 from .engine import diagnose
 from .facts import FACTS, extract_facts
-from .fleet import Unit, instance_views, split_units, unit_name, worst
+from .fleet import Unit, instance_views, key_figures, split_units, unit_name, worst
 from .logparse import Attempt, LogParse, merge_events, split_attempts, startup_context
 from .metricfacts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, extract_metric_facts, merge_facts
 from .metricparse import MetricSample
 from .metricseries import per_scrape
 from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, FleetView, InputSummary, LogEvent, MetricsOrigin,
-                    RankMemory, Report, Suppression, TimelinePoint, TimeWindow)
+                    RankMemory, Report, Suppression, TimelinePoint, TimeWindow, WeightsEstimate)
 from .redact import Redactor
 from .runbooks import runbook_link
 from .ruleset import RuleSet
@@ -341,7 +341,17 @@ def assemble(incident: Incident, kit: Toolkit, evidence: Evidence, diagnosed: Ru
                   fleet=_fleet_view(runs, chosen, origin, metric_inputs, diagnosed.joined and bool(incident.logs)),
                   severity=kit.rules.classes[last.verdict].severity,
                   runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
-                  suppressions=kit.suppressions, window=evidence.window)
+                  suppressions=kit.suppressions, window=evidence.window, weights_needed=_weights_needed(last),
+                  metrics_figures=key_figures(last) if metric_inputs else {})
+
+
+def _weights_needed(diagnosis: Diagnosis) -> WeightsEstimate | None:
+    """The weights a model that does not fit needs, as its fixes estimate them: what the report leads with."""
+    if diagnosis.verdict != "weights_dont_fit":
+        return None
+    from .capacity.registry import weights_needed      # the capacity model, only once a weight fix is shown
+    needed = weights_needed(diagnosis.facts)
+    return WeightsEstimate(needed.gib, needed.how, needed.lower_bound)
 
 
 def _declared_only(inputs: Sequence[InputSummary]) -> dict[str, Fact]:

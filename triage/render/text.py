@@ -4,7 +4,6 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
 from . import decision
 from .common import (command_heading, fix_is_unchecked, fleet_heading, fleet_tally, instance_figures, listed_fixes,
@@ -153,12 +152,11 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         out.append(window_sentence(report.window))
         out.append(s(f"Times: {report.window.basis}.", "dim"))
     if report.fleet is None and any(i.kind == "metrics" for i in report.inputs):
-        figures = {n: d.facts[n].value for n in KEY_FIGURES if n in d.facts}
         window = d.facts.get("metrics_window_seconds")
         scrapes = d.facts.get("metrics_snapshots")
         span = f" over {window.value:.0f} s" if window else ""
         count = f"{plural(scrapes.value, 'scrapes')}{span}: " if scrapes else ""
-        out.append(s(f"Metrics, {count}{instance_figures(figures)}.", "dim"))
+        out.append(s(f"Metrics, {count}{instance_figures(report.metrics_figures)}.", "dim"))
     for inp in report.inputs:
         out.append(s(f"Read {inp.path}: {plural(inp.lines_read, 'lines')}, {inp.lines_recognised:,} recognised, "
                      f"{inp.vllm_lines:,} from vLLM.", "dim"))
