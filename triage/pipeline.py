@@ -1,6 +1,11 @@
-"""The whole pipeline in one place: sources -> parse -> facts -> rules -> findings -> report.
+"""The whole pipeline in one place: build_report(incident, kit) is
 
-Only `sources` touches files; everything else here is a function of what it is given.
+    read (the logs as events cut into attempts, the metric samples: Evidence)
+    -> facts_for -> decide (the rules, engine.py) -> prescribe (the fixes, capacity/), per diagnosis: Runs
+    -> assemble (the Report: every figure a renderer shows).
+
+Each stage returns a value and writes nothing it was given. Only `sources` touches files; everything
+else here is a function of what it is given.
 """
 from __future__ import annotations
 
