@@ -45,8 +45,7 @@ def make_target():
     from triage.errors import InputError
     from triage.metricfacts import extract_metric_facts
     from triage.metricparse import Snapshot, order_snapshots, parse_exposition
-    from triage.pipeline import build_report
-    from triage.redact import Redactor
+    from triage.pipeline import Incident, build_report
     from triage.render import RENDERERS
     from triage.sources import open_log
 
@@ -61,7 +60,7 @@ def make_target():
         with open(path, "wb") as handle:
             handle.write(data)
         try:
-            report = build_report([open_log(path)], kit, Redactor())
+            report = build_report(Incident(logs=(open_log(path),)), kit)
         except InputError:
             report = None
         if report is not None:

@@ -13,8 +13,7 @@ import pytest
 
 from triage.cli import load_toolkit
 from triage.model import Report
-from triage.pipeline import build_report
-from triage.redact import Redactor
+from triage.pipeline import Incident, build_report
 from triage.sources import LogInput
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,17 +58,14 @@ def diagnose_text(kit, text: str, name: str = "log.txt", redact: bool = True) ->
         handle.write(text)
     try:
         inp = LogInput(name=name, path=str(path))
-        redactor = Redactor(enabled=redact)
-        return build_report([inp], kit, redactor)
+        return build_report(Incident(logs=(inp,), redact=redact), kit)
     finally:
         path.unlink()
 
 
 def diagnose_files(kit, *paths: Path) -> Report:
     from triage.sources import open_log
-    inputs = [open_log(str(p)) for p in paths]
-    redactor = Redactor()
-    return build_report(inputs, kit, redactor)
+    return build_report(Incident(logs=tuple(open_log(str(p)) for p in paths)), kit)
 
 
 def diagnose_with_metrics(kit, metrics, log_text: str | None = None, log_path: Path | None = None,
@@ -78,7 +74,6 @@ def diagnose_with_metrics(kit, metrics, log_text: str | None = None, log_path: P
     from triage.metricinputs import read_files
     from triage.sources import open_log
     read = read_files([str(p) for p in metrics], interval)
-    redactor = Redactor()
     tmp = None
     if log_text is not None:
         fd, name = tempfile.mkstemp(suffix=".log")
@@ -89,7 +84,7 @@ def diagnose_with_metrics(kit, metrics, log_text: str | None = None, log_path: P
     else:
         inputs = [open_log(str(log_path))] if log_path else []
     try:
-        return build_report(inputs, kit, redactor, read.samples, read.inputs, read.origin, read.warnings)
+        return build_report(Incident(logs=tuple(inputs), metrics=read), kit)
     finally:
         if tmp:
             tmp.unlink()

@@ -68,3 +68,11 @@ def test_every_verdict_leads_with_what_decided_it_and_the_impact(case):
     text, md = _first([log]), _first([log], "markdown")
     assert f"Decided by: {head['decided_by']}" in text
     assert "- **Decided by:**" in md and "- **Impact:**" in md
+
+
+def test_unknown_latency_with_metrics_given_does_not_ask_for_metrics():
+    """/metrics without latency histograms: the impact line says so instead of asking for --metrics."""
+    snapshot = FIXTURES / "metrics" / "federate-v1-0.11.1-qwen3-8b-one-snapshot-young.prom"
+    shown = run_cli("--metrics", str(snapshot)).stdout.decode()
+    impact = next(line for line in shown.splitlines() if line.startswith("Impact:"))
+    assert "the /metrics given have no latency histograms" in impact and "--metrics" not in impact

@@ -20,7 +20,8 @@ OOM_WRAPPED = [
 class _Parsed:
     def __init__(self, parse):
         self.events = list(parse)
-        self.summary, self.unrecognised = parse.summary, parse.unrecognised
+        result = parse.result()
+        self.summary, self.unrecognised = result.summary, list(result.unrecognised)
 
 
 def _parse(kit, lines, name="a.log"):

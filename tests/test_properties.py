@@ -14,10 +14,10 @@ from triage.errors import InputError
 from triage.logparse import LogParse
 from triage.metricparse import parse_exposition
 from triage.vocabulary import VERDICTS
-from triage.pipeline import build_report
+from triage.pipeline import Incident, build_report
 from triage.redact import Redactor
 from triage.render.json import report_dict
-from triage.sources import iter_lines, open_log
+from triage.sources import LineReader, open_log
 
 from conftest import RULES_DIR
 from test_docs import SCHEMA
@@ -61,12 +61,12 @@ def test_parser_accounts_for_every_line(text):
     lines = text.split("\n")
     parse = LogParse("t.log", list(enumerate(lines, start=1)), KIT.signatures, Redactor())
     events = list(parse)
-    summary = parse.summary
+    summary = parse.result().summary
     assert summary.lines_read == len(lines)
     assert 0 <= summary.lines_recognised <= summary.lines_read
     assert 0 <= summary.vllm_lines <= summary.lines_read
     assert all(1 <= e.source.line <= len(lines) for e in events)
-    assert sum(g.count for g in parse.unrecognised) <= summary.lines_read - summary.lines_recognised
+    assert sum(g.count for g in parse.result().unrecognised) <= summary.lines_read - summary.lines_recognised
 
 
 def _file(data: bytes) -> Path:
@@ -82,7 +82,7 @@ def test_whole_pipeline_gives_a_valid_report(text):
     path = _file(text.encode("utf-8", "surrogatepass"))
     try:
         try:
-            report = build_report([open_log(str(path))], KIT, Redactor())
+            report = build_report(Incident(logs=(open_log(str(path)),)), KIT)
         except InputError as err:                   # mostly control characters: refused as binary
             assert "binary" in str(err) and "\n" not in str(err)
             return
@@ -99,14 +99,15 @@ def test_whole_pipeline_gives_a_valid_report(text):
 def test_any_bytes_are_read_or_refused_cleanly(data):
     path = _file(data)
     try:
-        inp = open_log(str(path))
+        reader = LineReader(open_log(str(path)), KIT.signatures.bulk_patterns)
         try:
-            lines = list(iter_lines(inp, KIT.signatures.bulk_patterns))
+            lines = list(reader)
         except InputError as err:
             assert "\n" not in str(err)
             return
-        assert all(1 <= n <= inp.lines_read for n, _ in lines)
-        assert inp.lines_read == data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+        lines_read = reader.result().lines_read
+        assert all(1 <= n <= lines_read for n, _ in lines)
+        assert lines_read == data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     finally:
         path.unlink()
 

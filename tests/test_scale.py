@@ -8,7 +8,7 @@ import pytest
 from triage import logparse, sources
 from triage.logparse import LogParse, split_attempts
 from triage.redact import Redactor
-from triage.sources import iter_lines, open_log
+from triage.sources import LineReader, iter_lines, open_log
 
 from conftest import diagnose_files, diagnose_text
 
@@ -50,9 +50,9 @@ def _big_log(path, n=6000, seed=7):
 
 
 def _read(path, keys):
-    inp = open_log(str(path))
-    got = list(iter_lines(inp, keys))
-    return got, inp.lines_read, inp.bulk_lines
+    reader = LineReader(open_log(str(path)), keys)
+    got = list(reader)
+    return got, reader.result().lines_read, list(reader.result().bulk_lines)
 
 
 def test_two_processes_read_what_one_reads(kit, tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import lzma
 import pytest
 
 from triage.errors import InputError
-from triage.sources import MAX_LINE_BYTES, iter_lines, open_log
+from triage.sources import MAX_LINE_BYTES, LineReader, iter_lines, open_log
 
 BODY = b"INFO 01-01 00:00:00 worker.py:1] first\nsecond line\n"
 
@@ -33,21 +33,22 @@ def test_truncated_gzip_yields_what_it_has_and_warns(tmp_path):
     data = gzip.compress(b"".join(b"INFO 01-01 00:00:00 w.py:1] line %d\n" % i for i in range(5000)))
     path = tmp_path / "cut.log.gz"
     path.write_bytes(data[: len(data) // 2])
-    inp = open_log(str(path))
-    lines = list(iter_lines(inp))
+    reader = LineReader(open_log(str(path)))
+    lines = list(reader)
     assert 0 < len(lines) < 5000
-    assert inp.warnings and "ends early" in inp.warnings[0]
+    warnings = reader.result().warnings
+    assert warnings and "ends early" in warnings[0]
 
 
 def test_very_long_line_is_cut_not_held(tmp_path):
     path = tmp_path / "long.log"
     with path.open("wb") as handle:
         handle.write(b"x" * (MAX_LINE_BYTES * 3) + b"\nafter\n")
-    inp = open_log(str(path))
-    lines = list(iter_lines(inp))
+    reader = LineReader(open_log(str(path)))
+    lines = list(reader)
     assert [n for n, _ in lines] == [1, 2] and lines[1][1] == "after"
     assert len(lines[0][1]) <= MAX_LINE_BYTES
-    assert "cut" in inp.warnings[0]
+    assert "cut" in reader.result().warnings[0]
 
 
 @pytest.mark.parametrize("make,needle", [

@@ -23,7 +23,7 @@ import click
 from . import __version__
 from .errors import InputError, NotEnoughInput, TriageError
 from .gate import unjudgeable_input, verdicts_failing
-from .model import InputSummary, Report
+from .model import Report
 from .render import RENDERERS
 from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
 from .vocabulary import VERDICTS
@@ -401,8 +401,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     """Diagnose FILE... (- or a pipe with no FILE: stdin). Several files are read as one incident; metrics join them.
 
     What the log lacks can be given: --gpu NAME or --gpu-memory-gib, --gpus, --model-config."""
-    from .redact import Redactor
-    from .pipeline import build_report
+    from .pipeline import Incident, build_report
     from .sources import open_log
     metrics_files = metric_options["metrics_files"]
     fmt = output_format(ctx, fmt.lower(), output, sorted(RENDERERS))
@@ -428,28 +427,20 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
     snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
-    gpu_facts, gpu_warnings = _gpu_facts(snapshot) if snapshot else ({}, [])
     metrics = _read_metrics(ctx, metric_options)
-    redactor = Redactor(enabled=not no_redact, prompts=redact_prompts)
-    progress = [ProgressLine(inp.name, None if inp.compression else inp.size)   # bytes read are decompressed ones
-                for inp in inputs] if sys.stderr.isatty() and not quiet else []
-    for inp, line in zip(inputs, progress):
-        inp.progress = line
     since, until = metric_options["since"], metric_options["until"]
     from .timewindow import utc_now
     window = (since, until, utc_now()) if (since or until) and not metric_options["prometheus_url"] else None
+    incident = Incident(logs=tuple(inputs), metrics=metrics, gpu=snapshot, window=window, given=given,
+                        redact=not no_redact, redact_prompts=redact_prompts,
+                        warnings=expiry_warnings(config) if config.expired else ())
+    progress = [ProgressLine(inp.name, None if inp.compression else inp.size)   # bytes read are decompressed ones
+                for inp in inputs] if sys.stderr.isatty() and not quiet else []
     try:
-        report = build_report(inputs, kit, redactor, metrics.samples if metrics else (),
-                              metrics.inputs if metrics else (), metrics.origin if metrics else None,
-                              metrics.warnings if metrics else (), gpu_facts, window, given)
+        report = build_report(incident, kit, progress)
     finally:
         for line in progress:
             line.close()
-    if snapshot is not None:
-        report = dataclasses.replace(report, inputs=report.inputs + (gpu_input(snapshot),),
-                                     warnings=report.warnings + tuple(gpu_warnings))
-    if config.expired:
-        report = dataclasses.replace(report, warnings=report.warnings + expiry_warnings(config))
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
         write_atomically(output, text, files + metrics_files + ((gpu_snapshot,) if gpu_snapshot else ()))
@@ -548,12 +539,10 @@ def _changes(options: dict) -> dict:
 
 
 def _log_facts(path: str, rules_dir: str | None) -> Mapping[str, Fact]:
-    from .redact import Redactor
-    from .pipeline import build_report
+    from .pipeline import Incident, build_report
     from .sources import open_log
     kit = load_toolkit(rules_dir)
-    redactor = Redactor()
-    report = build_report([open_log(path)], kit, redactor)
+    report = build_report(Incident(logs=(open_log(path),)), kit)
     facts = report.diagnosis.facts
     if not any(name in facts for name in ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "gpu_total_gib")):
         raise NotEnoughInput(path, "has no startup memory figures (weights, KV cache) to calibrate from",
@@ -736,17 +725,6 @@ def _gpu_snapshot(path: str | None, probe_now: bool, vllm_pids: Sequence[int]) -
     return None
 
 
-def _gpu_facts(snap: GpuSnapshot):
-    from .gpu import snapshot_facts
-    return snapshot_facts(snap)
-
-
-def gpu_input(snap: GpuSnapshot) -> InputSummary:
-    rows = len(snap.devices) + len(snap.processes)
-    return InputSummary(path=snap.path, kind="gpu", lines_read=snap.lines or rows, lines_recognised=rows,
-                        vllm_lines=sum(1 for p in snap.processes if p.vllm))
-
-
 @cli.command("gpu")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"], case_sensitive=False), default="text",
               show_default=True, help="json: a snapshot file for `vtriage LOG --gpu-snapshot FILE`.")
@@ -786,11 +764,9 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
 
 def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:
     """The report of log files alone (no metrics), as `vtriage FILE...` would give it."""
-    from .redact import Redactor
-    from .pipeline import build_report
+    from .pipeline import Incident, build_report
     from .sources import open_log
-    redactor = Redactor(enabled=not no_redact)
-    return build_report([open_log(path) for path in files], kit, redactor)
+    return build_report(Incident(logs=tuple(open_log(path) for path in files), redact=not no_redact), kit)
 
 
 @cli.command("diff")

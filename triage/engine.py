@@ -1,4 +1,5 @@
-"""Walk the decision tree over a set of facts and return the diagnosis. Pure: facts in, verdict out.
+"""Walk the decision tree over a set of facts and return the diagnosis. Pure: facts in, verdict out (the fixes
+the chosen rule names are sized after, by the pipeline's `prescribe`: the capacity model is not a rule).
 
 Conditions use three-valued logic: a predicate on a fact that is absent is *unknown*, and a node
 whose condition is unknown does not fire. The verdict is the first leaf reached depth-first in
@@ -11,15 +12,13 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from .facts import FACTS
-from .model import Diagnosis, Fact, Finding, Fix, RuledOut, SourceRef, SuppressedFinding, Suppression
+from .model import Diagnosis, Fact, Finding, RuledOut, SourceRef, SuppressedFinding, Suppression
 from .ruleset import Condition, Node, RuleSet
 from .vocabulary import UNDECIDED, VALUE_WORDS, problems_first
 
-if TYPE_CHECKING:
-    from .capacity.registry import Given
 
 
 def evaluate(cond: Condition, facts: Mapping[str, Fact]) -> bool | None:
@@ -203,10 +202,10 @@ def _lower_first(text: str) -> str:
 
 
 def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str, Suppression] | None = None,
-             full: bool = True, given: Given | None = None) -> Diagnosis:
-    """The verdict, its reasoning path, the other classes ruled out, and the fixes with numbers (sized with what
-    the user gave beyond the log: `given`). `full=False` stops at the verdict: enough for the earlier attempts
-    of a restarting server."""
+             full: bool = True) -> Diagnosis:
+    """The verdict, its reasoning path and the other classes ruled out; no fixes yet (the pipeline's `prescribe`
+    sizes those for the chosen rule). `full=False` stops at the verdict: enough for the earlier attempts of a
+    restarting server."""
     suppressed = suppressed or {}
     trace = Trace()
     chosen = _walk(rules, rules.roots, facts, trace, (), suppressed)
@@ -229,24 +228,11 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str,
             silenced.append(SuppressedFinding(_finding(node, facts, _chain(rules, node)), suppressed[node.id]))
         elif fired and node.verdict not in (verdict, "healthy", "inconclusive"):
             findings.append(_finding(node, facts, _chain(rules, node)))
-    fixes: list[Fix] = []
-    if chosen is not None and full:
-        for name in chosen[-1].fixes:
-            from .capacity import FIXES     # the capacity model, only once a fix is computed
-            fixes.extend(FIXES[name](facts, given or _nothing_given()))
-        from .capacity.registry import arrange_fixes
-        fixes = list(arrange_fixes(fixes, facts, verdict))
     not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
     ruled_out, not_assessed = _ruled_out(rules, verdict, facts, trace, silenced) if full else ([], [])
     return Diagnosis(verdict=verdict, confidence=confidence, rule_path=path_ids, findings=tuple(findings),
-                     ruled_out=tuple(ruled_out), not_assessed=tuple(not_assessed),
-                     fixes=tuple(fixes), facts=dict(facts),
+                     ruled_out=tuple(ruled_out), not_assessed=tuple(not_assessed), fixes=(), facts=dict(facts),
                      not_evaluated=not_evaluated, suppressed=tuple(silenced))
-
-
-def _nothing_given() -> Given:
-    from .capacity.registry import NOTHING_GIVEN
-    return NOTHING_GIVEN
 
 
 def _ancestors(rules: RuleSet, node: Node) -> list[str]:

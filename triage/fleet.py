@@ -101,7 +101,8 @@ def worst(diagnoses: Sequence[Diagnosis], severity_of: Mapping[str, str]) -> int
     return min(range(len(diagnoses)), key=lambda i: (severity(diagnoses[i], severity_of), i))
 
 
-def _figures(diagnosis: Diagnosis) -> dict[str, object]:
+def key_figures(diagnosis: Diagnosis) -> dict[str, object]:
+    """The figures an instance is compared by (KEY_FIGURES) that its diagnosis has."""
     return {name: diagnosis.facts[name].value for name in KEY_FIGURES if name in diagnosis.facts}
 
 
@@ -145,7 +146,7 @@ def _stands_out(figures: Mapping[str, object], everyone: Sequence[Mapping[str, o
 
 def instance_views(names: Sequence[str], units: Sequence[Unit],
                    diagnoses: Sequence[Diagnosis]) -> tuple[InstanceView, ...]:
-    figures = [_figures(d) for d in diagnoses]
+    figures = [key_figures(d) for d in diagnoses]
     views = []
     for name, unit, diagnosis, figs in zip(names, units, diagnoses, figures):
         lead = diagnosis.findings[0] if diagnosis.findings else None

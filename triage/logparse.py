@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 from dataclasses import dataclass, field
 import re
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .envelope import Record, records
 from .logtime import month_day_time
@@ -36,11 +36,11 @@ _TRACEBACK_KINDS = frozenset({"traceback_start", "traceback_frame"})
 
 
 class LogParse:
-    """One log file, parsed lazily: iterate it for events in file order; once it is exhausted,
-    `summary` and `unrecognised` describe the whole file."""
+    """One log file, parsed lazily: iterate it once for events in file order; then `result()` describes
+    the whole file (its summary, the lines nothing recognised, its warnings)."""
 
     def __init__(self, name: str, lines: Iterable[tuple[int, str]], signatures: SignatureSet,
-                 redactor: Redactor, warnings: list[str] | None = None) -> None:
+                 redactor: Redactor) -> None:
         self.name = name
         self._lines = lines
         self._signatures = signatures
@@ -48,22 +48,30 @@ class LogParse:
         self._coverage = _Coverage()
         self.lines_read = 0
         self.budget = MatchBudget()                 # what slow signature patterns may cost this file
-        self.warnings = warnings if warnings is not None else []   # told once the file is parsed
+        self.warnings: list[str] = []               # told once the file is parsed
+        self.done = False
 
     def __iter__(self) -> Iterator[LogEvent]:
         return _parse(self)
 
-    @property
-    def summary(self) -> InputSummary:
-        return InputSummary(path=self.name, kind="log", lines_read=self.lines_read,
-                            lines_recognised=self._coverage.recognised, vllm_lines=self._coverage.vllm)
-
-    @property
-    def unrecognised(self) -> list[CoverageGroup]:
+    def result(self) -> ParseResult:
+        if not self.done:
+            raise RuntimeError(f"{self.name}: the parse is not finished; iterate every event first")
+        summary = InputSummary(path=self.name, kind="log", lines_read=self.lines_read,
+                               lines_recognised=self._coverage.recognised, vllm_lines=self._coverage.vllm)
         groups = [CoverageGroup(level=lv, template=self._redactor.text(t), count=c, example=ref)
                   for (lv, t), (c, ref) in self._coverage.groups.items()]
         groups.sort(key=lambda g: (-g.count, g.level, g.template))
-        return groups
+        return ParseResult(summary, tuple(groups), tuple(self.warnings))
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What parsing one whole log found besides its events."""
+
+    summary: InputSummary
+    unrecognised: tuple[CoverageGroup, ...]     # WARNING/ERROR lines nothing recognised, most frequent first
+    warnings: tuple[str, ...]
 
 
 @dataclass
@@ -218,6 +226,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
     slow = budget.warning(name)
     if slow:
         parse.warnings.append(slow)
+    parse.done = True
 
 
 # --- merging several files into one incident ------------------------------------------------------
@@ -271,6 +280,20 @@ def split_attempts(events: Iterable[LogEvent], signatures: SignatureSet) -> Iter
         if sig.failure or (sig.phase and PHASE_RANK[sig.phase] >= PHASE_RANK["loading_weights"]):
             progressed = True
     yield current.attempt()
+
+
+_NOT_CONTEXT = frozenset({"stats", "preemption", "request", "traceback_start", "traceback_frame", "exception",
+                          "engine_died"})
+
+
+def startup_context(before: Sequence[LogEvent], signatures: SignatureSet) -> list[LogEvent]:
+    """The settings of the startup still running when a time window begins (`before`: the records before
+    it): no failures, no serving."""
+    if not before:
+        return []
+    running = list(split_attempts(before, signatures))[-1].events
+    return [e for e in running if e.kind not in _NOT_CONTEXT
+            and not ((sig := signatures.by_id.get(e.signature)) and sig.failure)]
 
 
 class _Bounded:

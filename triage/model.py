@@ -264,6 +264,15 @@ class TimeWindow:
 
 
 @dataclass(frozen=True, slots=True)
+class WeightsEstimate:
+    """The weights a model needs over all its GPUs, as the weight fixes estimate them (capacity.weights_needed)."""
+
+    gib: float | None
+    how: str                    # how it was found: the log's figure, a parameter count, or what the GPU held
+    lower_bound: bool           # at least this much
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything a renderer needs, and nothing it would have to compute."""
 
@@ -288,3 +297,5 @@ class Report:
     runbook: str | None = None                 # the verdict's runbook page (docs/runbooks/) or the team's URL
     suppressions: tuple[Suppression, ...] = ()  # every suppression in force, fired or not
     window: TimeWindow | None = None           # --since/--until, when given
+    weights_needed: WeightsEstimate | None = None   # weights_dont_fit: the weights the model needs
+    metrics_figures: Mapping[str, Any] = field(default_factory=dict)  # key /metrics figures (fleet.KEY_FIGURES)

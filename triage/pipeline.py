@@ -1,34 +1,41 @@
-"""The whole pipeline in one place: sources -> parse -> facts -> rules -> findings -> report.
+"""The whole pipeline in one place: build_report(incident, kit) is
 
-Only `sources` touches files; everything else here is a function of what it is given.
+    read (the logs as events cut into attempts, the metric samples: Evidence)
+    -> facts_for -> decide (the rules, engine.py) -> prescribe (the fixes, capacity/), per diagnosis: Runs
+    -> assemble (the Report: every figure a renderer shows).
+
+Each stage returns a value and writes nothing it was given. Only `sources` touches files; everything
+else here is a function of what it is given.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import __version__
 from .command import headline_command
 from .engine import diagnose
 from .facts import FACTS, extract_facts
-from .fleet import Unit, instance_views, split_units, unit_name, worst
-from .logparse import Attempt, LogParse, merge_events, split_attempts
+from .fleet import Unit, instance_views, key_figures, split_units, unit_name, worst
+from .logparse import Attempt, LogParse, merge_events, split_attempts, startup_context
 from .metricfacts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, extract_metric_facts, merge_facts
 from .metricparse import MetricSample
 from .metricseries import per_scrape
 from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, FleetView, InputSummary, LogEvent, MetricsOrigin,
-                    RankMemory, Report, Suppression, TimelinePoint, TimeWindow)
+                    RankMemory, Report, Suppression, TimelinePoint, TimeWindow, WeightsEstimate)
 from .redact import Redactor
 from .runbooks import runbook_link
 from .ruleset import RuleSet
 from .signatures import SignatureSet
-from .sources import LogInput, iter_lines
+from .sources import LineReader, LogInput
 from .timewindow import apply_window
 
 if TYPE_CHECKING:
     from .capacity.registry import Given
+    from .gpu import GpuSnapshot
+    from .metricinputs import MetricsRead
 
 SCHEMA_VERSION = 1
 
@@ -46,9 +53,17 @@ class Toolkit:
 def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_lines: int | None,
                      metric_facts: dict[str, Fact] | None = None, full: bool = True,
                      gpu_facts: Mapping[str, Fact] | None = None, given: Given | None = None) -> Diagnosis:
+    """One attempt through the middle stages: facts_for -> decide -> prescribe (`full=False` stops at the verdict)."""
+    diagnosis = decide(facts_for(attempt, kit, earlier, vllm_lines, metric_facts, gpu_facts, given), kit, full)
+    return prescribe(diagnosis, kit, given) if full else diagnosis
+
+
+def facts_for(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_lines: int | None,
+              metric_facts: Mapping[str, Fact] | None = None, gpu_facts: Mapping[str, Fact] | None = None,
+              given: Given | None = None) -> dict[str, Fact]:
     """Facts of one attempt, joined with metrics and a GPU snapshot when given (the snapshot only
-    fills figures the log and metrics do not give), then the decision tree. What the user gave on the
-    command line (`given`: the GPU, the model's config) fills what the input lacks and sizes the fixes."""
+    fills figures the log and metrics do not give). What the user gave on the command line (`given`:
+    the GPU, the model's config) fills what the input lacks."""
     facts = extract_facts(attempt.events, kit.signatures, earlier)
     if vllm_lines is not None:
         facts["vllm_lines"] = Fact("vllm_lines", vllm_lines, FACTS["vllm_lines"].unit)
@@ -61,7 +76,23 @@ def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent]
     if "weights_gib" not in facts and "model" in facts:      # the capacity model, only when it has work
         from .capacity.catalog import estimate_facts
         facts = {**estimate_facts(facts, given.spec if given else None), **facts}
-    return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full, given=given)
+    return facts
+
+
+def decide(facts: Mapping[str, Fact], kit: Toolkit, full: bool = True) -> Diagnosis:
+    """The decision tree over the facts (triage/engine.py): the verdict, its evidence, the classes ruled out."""
+    return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full)
+
+
+def prescribe(diagnosis: Diagnosis, kit: Toolkit, given: Given | None = None) -> Diagnosis:
+    """The diagnosis with the fixes its rule names, sized by the capacity model from its facts and what the
+    user gave, in the order on-call reads them; unchanged when no rule chose the verdict."""
+    if not diagnosis.rule_path:
+        return diagnosis
+    from .capacity import NOTHING_GIVEN, prescribe as sized_fixes    # the capacity model, only once a fix is computed
+    names = kit.rules.nodes[diagnosis.rule_path[-1]].fixes
+    fixes = sized_fixes(names, diagnosis.facts, diagnosis.verdict, given or NOTHING_GIVEN)
+    return dataclasses.replace(diagnosis, fixes=fixes)
 
 
 def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
@@ -77,11 +108,45 @@ def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
     return out
 
 
+@dataclass(frozen=True)
+class LogRead:
+    """What reading one whole log found besides its events."""
+
+    summary: InputSummary                       # its lines (the bulk ones the reader set aside included), warnings
+    unrecognised: tuple[CoverageGroup, ...]
+
+
+class LogReading:
+    """One log being read: iterate it once for its events, lazily (a 1 GiB log is never held whole), then
+    `result()` says what the reading found. Nothing it was given is written to."""
+
+    def __init__(self, inp: LogInput, kit: Toolkit, redactor: Redactor,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.name = inp.name
+        self._lines = LineReader(inp, kit.signatures.bulk_patterns, progress)
+        self._parse = LogParse(inp.name, self._lines, kit.signatures, redactor)
+        self._bulk_vllm_patterns = kit.signatures.bulk_vllm_patterns
+
+    def __iter__(self) -> Iterator[LogEvent]:
+        return iter(self._parse)
+
+    def result(self) -> LogRead:
+        """The parser saw every line but the bulk ones the reader set aside: add those back."""
+        lines, parse = self._lines.result(), self._parse.result()
+        summary = parse.summary
+        bulk = sum(lines.bulk_lines)
+        bulk_vllm = sum(lines.bulk_lines[:self._bulk_vllm_patterns])
+        return LogRead(dataclasses.replace(summary, lines_read=max(lines.lines_read, summary.lines_read),
+                                           lines_recognised=summary.lines_recognised + bulk,
+                                           vllm_lines=summary.vllm_lines + bulk_vllm,
+                                           warnings=lines.warnings + parse.warnings), parse.unrecognised)
+
+
 _SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit",
                              "model_name", "load_start"})
 
 
-@dataclass
+@dataclass(frozen=True)
 class _History:
     """The log read once: the earlier attempts already diagnosed (to their verdict), and the last one."""
 
@@ -104,6 +169,100 @@ def _read_attempts(streams: Sequence[Iterable[LogEvent]], kit: Toolkit) -> _Hist
 
 
 @dataclass(frozen=True)
+class Incident:
+    """What the user gave, as the CLI opened and read it: the logs (opened, not yet read), the metrics read, a GPU
+    snapshot, the time window (--since, --until, now), what the input lacks (`given`: --gpu, --model-config),
+    whether to mask secrets and prompts, and the warnings found before any reading (an expired suppression)."""
+
+    logs: tuple[LogInput, ...] = ()
+    metrics: MetricsRead | None = None
+    gpu: GpuSnapshot | None = None
+    window: tuple[str | None, str | None, datetime] | None = None
+    given: Given | None = None
+    redact: bool = True
+    redact_prompts: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+def build_report(incident: Incident, kit: Toolkit, progress: Sequence[Callable[[int], None]] = ()) -> Report:
+    """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
+    the one on call is looking at. `progress[i]` (when given) is told the bytes of log i read so far.
+
+    Metrics describe the server as it is now, so they join the last attempt. Each metrics unit
+    (instance, model, engine; see triage/fleet.py) is diagnosed joined with it, and the one whose
+    problem is the most certain leads (fleet.worst). A log is joined only when the metrics are of one
+    instance: with several it cannot say which one wrote it.
+    """
+    redactor = Redactor(enabled=incident.redact, prompts=incident.redact_prompts)
+    evidence = read(incident, kit, redactor, progress)
+    gpu = gpu_evidence(incident.gpu)
+    runs = diagnose_runs(evidence, incident, kit, gpu.facts)     # each: facts_for -> decide -> prescribe
+    return assemble(incident, kit, evidence, runs, gpu, redactor.counts)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the read stage returns: the logs cut into startup attempts (the earlier ones already judged), what
+    reading each log found, the metric samples (secrets masked, cut to the window), and the warnings so far."""
+
+    history: _History
+    logs: tuple[LogRead, ...]
+    samples: tuple[MetricSample, ...]
+    window: TimeWindow | None
+    warnings: tuple[str, ...]
+
+    @property
+    def vllm_lines(self) -> int | None:
+        return sum(log.summary.vllm_lines for log in self.logs) if self.logs else None
+
+
+def read(incident: Incident, kit: Toolkit, redactor: Redactor,
+         progress: Sequence[Callable[[int], None]] = ()) -> Evidence:
+    """The read stage: every log read once, as a stream of events cut into attempts; the metric samples.
+
+    A time window (triage/timewindow.py) needs each log's events whole, so with a window they are
+    collected before attempts are cut."""
+    readings = [LogReading(inp, kit, redactor, progress[i] if i < len(progress) else None)
+                for i, inp in enumerate(incident.logs)]
+    metrics = incident.metrics
+    samples = _redacted(metrics.samples if metrics else (), redactor)
+    warnings = list(metrics.warnings if metrics else ())
+    streams: Sequence[Iterable[LogEvent]] = readings
+    kept_window: TimeWindow | None = None
+    if incident.window is not None:
+        since, until, now = incident.window
+        named = [(r.name, list(r)) for r in readings]
+        cut, samples, kept_window, window_warnings = apply_window(named, samples, since, until, now)
+        contexts = [startup_context(before, kit.signatures) for before, _ in cut]
+        streams = [context + inside for context, (_, inside) in zip(contexts, cut)]
+        kept_window = dataclasses.replace(kept_window, context_events=sum(len(c) for c in contexts))
+        warnings.extend(window_warnings)
+    history = _read_attempts(streams, kit)
+    return Evidence(history, tuple(r.result() for r in readings), tuple(samples), kept_window, tuple(warnings))
+
+
+@dataclass(frozen=True)
+class GpuEvidence:
+    """A GPU snapshot's facts (they only fill figures the log and metrics do not give), its warnings, and
+    the snapshot as one of the report's inputs."""
+
+    facts: Mapping[str, Fact]
+    warnings: tuple[str, ...] = ()
+    input: InputSummary | None = None
+
+
+def gpu_evidence(snapshot: GpuSnapshot | None) -> GpuEvidence:
+    if snapshot is None:
+        return GpuEvidence({})
+    from .gpu import snapshot_facts       # only with a snapshot: a plain log report loads no GPU code
+    facts, warnings = snapshot_facts(snapshot)
+    rows = len(snapshot.devices) + len(snapshot.processes)
+    summary = InputSummary(path=snapshot.path, kind="gpu", lines_read=snapshot.lines or rows, lines_recognised=rows,
+                           vllm_lines=sum(1 for p in snapshot.processes if p.vllm))
+    return GpuEvidence(facts, tuple(warnings), summary)
+
+
+@dataclass(frozen=True)
 class _Run:
     """One diagnosis of the incident now: the log's last attempt joined with one unit's metrics, or either alone."""
 
@@ -113,67 +272,58 @@ class _Run:
     with_log: bool
 
 
-def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
-                 metric_samples: Sequence[MetricSample] = (), metric_inputs: Iterable[InputSummary] = (),
-                 origin: MetricsOrigin | None = None, metric_warnings: Sequence[str] = (),
-                 gpu_facts: Mapping[str, Fact] | None = None,
-                 window: tuple[str | None, str | None, datetime] | None = None,
-                 given: Given | None = None) -> Report:
-    """Read every log once, diagnose each startup attempt as it completes, and lead with the last one:
-    the one on call is looking at.
+@dataclass(frozen=True)
+class Runs:
+    """The diagnoses of the incident now (one per metrics unit, or the log alone), and whether the log joined them."""
 
-    Metrics describe the server as it is now, so they join the last attempt. Each metrics unit
-    (instance, model, engine; see triage/fleet.py) is diagnosed joined with it, and the one whose
-    problem is the most certain leads (fleet.worst). A log is joined only when the metrics are of one
-    instance: with several it cannot say which one wrote it.
+    runs: tuple[_Run, ...]
+    joined: bool
+    warnings: tuple[str, ...] = ()
 
-    `window` (--since, --until, now) cuts the incident to a time window (triage/timewindow.py); it
-    needs each log's events whole, so with a window they are collected before attempts are cut.
-    """
-    sigs = kit.signatures
-    parses = [LogParse(inp.name, iter_lines(inp, sigs.bulk_patterns), sigs, redactor, inp.warnings) for inp in inputs]
-    metric_samples = _redacted(metric_samples, redactor)
-    extra_warnings: list[str] = list(metric_warnings)
-    streams: Sequence[Iterable[LogEvent]] = parses
-    kept_window: TimeWindow | None = None
-    if window is not None:
-        since, until, now = window
-        named = [(p.name, list(p)) for p in parses]
-        streams, metric_samples, kept_window, window_warnings = apply_window(named, metric_samples, since, until,
-                                                                               now, sigs)
-        extra_warnings.extend(window_warnings)
-    history = _read_attempts(streams, kit)
-    logs = [_log_summary(inp, parse, sigs) for inp, parse in zip(inputs, parses)]
-    vllm_lines = sum(s.vllm_lines for s in logs) if logs else None
-    metric_inputs = tuple(metric_inputs)
+
+def diagnose_runs(evidence: Evidence, incident: Incident, kit: Toolkit, gpu_facts: Mapping[str, Fact]) -> Runs:
+    """The last attempt through facts_for -> decide -> prescribe, once per metrics unit when there are metrics."""
+    history, given, vllm_lines = evidence.history, incident.given, evidence.vllm_lines
+    metrics = incident.metrics
+    metric_inputs = metrics.inputs if metrics else ()
+    samples = evidence.samples
+    if not (samples or metric_inputs or (metrics and metrics.origin is not None)):
+        return Runs((_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
+                                                         gpu_facts=gpu_facts, given=given), None, True),), False)
     runs: list[_Run] = []
-    joined = False
-    if metric_samples or metric_inputs or origin is not None:
-        units, unit_warnings = split_units(metric_samples)
-        extra_warnings.extend(unit_warnings)
-        ordering = origin.ordering if origin else None
-        joined = not inputs or len({u.instance for u in units}) <= 1
-        if not joined:
-            extra_warnings.append("the log was diagnosed on its own: the metrics hold "
-                                  f"{len({u.instance for u in units})} "
-                                  "instances; select the one the log came from (--instance, --selector) to join them")
-            runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
-                                                            gpu_facts=gpu_facts, given=given), None, True))
-        own = history.last if joined else Attempt(index=1)
-        for unit in units if units else [None]:
-            facts = extract_metric_facts(unit.samples if unit else metric_samples, ordering)
-            if not any(s.name.startswith("vllm:") for s in metric_samples):
-                facts.update(_declared_only(metric_inputs))
-            runs.append(_Run(own, diagnose_attempt(own, kit, history.settings if joined else (),
-                                                   vllm_lines if joined else None, facts,
-                                                   gpu_facts=gpu_facts if joined else None, given=given), unit, joined))
-    else:
+    units, unit_warnings = split_units(samples)
+    warnings = list(unit_warnings)
+    ordering = metrics.origin.ordering if metrics and metrics.origin else None
+    joined = not incident.logs or len({u.instance for u in units}) <= 1
+    if not joined:
+        warnings.append(f"the log was diagnosed on its own: the metrics hold {len({u.instance for u in units})} "
+                        "instances; select the one the log came from (--instance, --selector) to join them")
         runs.append(_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
                                                         gpu_facts=gpu_facts, given=given), None, True))
+    own = history.last if joined else Attempt(index=1)
+    for unit in units if units else [None]:
+        facts = extract_metric_facts(unit.samples if unit else samples, ordering)
+        if not any(s.name.startswith("vllm:") for s in samples):
+            facts.update(_declared_only(metric_inputs))
+        runs.append(_Run(own, diagnose_attempt(own, kit, history.settings if joined else (),
+                                               vllm_lines if joined else None, facts,
+                                               gpu_facts=gpu_facts if joined else None, given=given), unit, joined))
+    return Runs(tuple(runs), joined, tuple(warnings))
+
+
+def assemble(incident: Incident, kit: Toolkit, evidence: Evidence, diagnosed: Runs, gpu: GpuEvidence,
+             redactions: Mapping[str, int]) -> Report:
+    """The report: the leading diagnosis with the attempts before it, the fleet view, the timeline, per-rank
+    memory, the command line, every input read and every warning."""
+    runs, history = diagnosed.runs, evidence.history
+    metrics = incident.metrics
+    metric_inputs = metrics.inputs if metrics else ()
+    origin = metrics.origin if metrics else None
     chosen = runs[worst([r.diagnosis for r in runs], kit.rules.severities())]
     last = chosen.diagnosis
     summaries = (history.earlier if chosen.with_log else []) + [_summary(chosen.attempt, last)]
-    unrecognised: list[CoverageGroup] = sorted((g for p in parses for g in p.unrecognised),
+    logs = [log.summary for log in evidence.logs]
+    unrecognised: list[CoverageGroup] = sorted((g for log in evidence.logs for g in log.unrecognised),
                                                key=lambda g: (-g.count, g.example.path, g.example.line))
     failure = last.facts.get("failure_message")
     failing = last.facts.get("failing_process")
@@ -181,22 +331,34 @@ def build_report(inputs: Sequence[LogInput], kit: Toolkit, redactor: Redactor,
     launch = headline_command(last.fixes, [*(history.settings if chosen.with_log else ()), *chosen.attempt.events],
                               version)
     points = timeline(chosen.attempt.events)
-    scraped = metric_timeline(chosen.unit.samples if chosen.unit else metric_samples)
+    scraped = metric_timeline(chosen.unit.samples if chosen.unit else evidence.samples)
     if not points:
         points, scraped = scraped, ()
+    warnings = (tuple(w for log in logs for w in log.warnings) + evidence.warnings + diagnosed.warnings
+                + gpu.warnings + incident.warnings)
     return Report(schema_version=SCHEMA_VERSION, tool_version=__version__, diagnosis=last, attempts=tuple(summaries),
                   same_failure_attempts=sum(1 for a in summaries if a.verdict == last.verdict),
-                  inputs=tuple(logs) + metric_inputs, unrecognised=tuple(unrecognised),
+                  inputs=tuple(logs) + tuple(metric_inputs) + ((gpu.input,) if gpu.input else ()),
+                  unrecognised=tuple(unrecognised),
                   command=launch.text if launch else None, launch=launch,
                   timeline=points, metrics_timeline=scraped, failure_at=failure.evidence[0] if failure else None,
                   ranks=rank_memory(chosen.attempt.events, failing.value if failing else None),
-                  redactions=dict(redactor.counts),
-                  warnings=tuple(w for inp in inputs for w in inp.warnings) + tuple(extra_warnings),
-                  fleet=_fleet_view(runs, chosen, origin, metric_inputs, joined and bool(inputs)),
+                  redactions=dict(redactions), warnings=warnings,
+                  fleet=_fleet_view(runs, chosen, origin, metric_inputs, diagnosed.joined and bool(incident.logs)),
                   severity=kit.rules.classes[last.verdict].severity,
                   heading=kit.rules.classes[last.verdict].heading,
                   runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
-                  suppressions=kit.suppressions, window=kept_window)
+                  suppressions=kit.suppressions, window=evidence.window, weights_needed=_weights_needed(last),
+                  metrics_figures=key_figures(last) if metric_inputs else {})
+
+
+def _weights_needed(diagnosis: Diagnosis) -> WeightsEstimate | None:
+    """The weights a model that does not fit needs, as its fixes estimate them: what the report leads with."""
+    if diagnosis.verdict != "weights_dont_fit":
+        return None
+    from .capacity.registry import weights_needed      # the capacity model, only once a weight fix is shown
+    needed = weights_needed(diagnosis.facts)
+    return WeightsEstimate(needed.gib, needed.how, needed.lower_bound)
 
 
 def _declared_only(inputs: Sequence[InputSummary]) -> dict[str, Fact]:
@@ -214,16 +376,6 @@ def _summary(attempt: Attempt, diagnosis: Diagnosis) -> AttemptSummary:
     return AttemptSummary(index=attempt.index, first=attempt.events[0].source if attempt.events else None,
                           last=attempt.events[-1].source if attempt.events else None, verdict=diagnosis.verdict,
                           failed_phase=phase.value if phase else None)
-
-
-def _log_summary(inp: LogInput, parse: LogParse, sigs: SignatureSet) -> InputSummary:
-    """The parser saw every line but the bulk ones the reader set aside: add those back."""
-    summary = parse.summary
-    bulk = sum(inp.bulk_lines)
-    bulk_vllm = sum(inp.bulk_lines[:sigs.bulk_vllm_patterns])
-    return dataclasses.replace(summary, lines_read=max(inp.lines_read, summary.lines_read),
-                               lines_recognised=summary.lines_recognised + bulk,
-                               vllm_lines=summary.vllm_lines + bulk_vllm, warnings=tuple(inp.warnings))
 
 
 def _redacted(samples: Sequence[MetricSample], redactor: Redactor) -> list[MetricSample]:

@@ -15,8 +15,7 @@ from typing import Iterator, Sequence
 
 from .envelope import records
 from .model import Report
-from .pipeline import Toolkit, build_report
-from .redact import Redactor
+from .pipeline import Incident, Toolkit, build_report
 from .ruleset import Example, Node, RuleSet
 from .selftest import bundled_fixtures
 from .signatures import Signature, SignatureSet
@@ -76,13 +75,13 @@ def example_report(kit: Toolkit, example: Example, dirs: Sequence[Path]) -> Repo
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(example.log.lstrip("\n"))
     try:
-        inputs = [LogInput(name="log.txt", path=tmp)] if tmp else \
-            [open_log(str(_find(dirs, "logs", example.fixture)))] if example.fixture else []
+        logs = (LogInput(name="log.txt", path=tmp),) if tmp else \
+            (open_log(str(_find(dirs, "logs", example.fixture))),) if example.fixture else ()
         if not example.metrics:
-            return build_report(inputs, kit, Redactor())
+            return build_report(Incident(logs=logs), kit)
         from .metricinputs import read_files
         read = read_files([str(_find(dirs, "metrics", m)) for m in example.metrics], None)
-        return build_report(inputs, kit, Redactor(), read.samples, read.inputs, read.origin, read.warnings)
+        return build_report(Incident(logs=logs, metrics=read), kit)
     finally:
         if tmp:
             Path(tmp).unlink()

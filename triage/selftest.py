@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import InputError
-from .pipeline import Toolkit, build_report
-from .redact import Redactor
+from .pipeline import Incident, Toolkit, build_report
 from .sources import open_log
 from .vocabulary import VERDICTS
 
@@ -77,8 +76,7 @@ def figure_matches(got: Any, want: Any) -> bool:
 
 
 def run_case(kit: Toolkit, directory: Path, entry: Mapping[str, Any]) -> CaseResult:
-    redactor = Redactor()
-    report = build_report([open_log(str(directory / "logs" / entry["file"]))], kit, redactor)
+    report = build_report(Incident(logs=(open_log(str(directory / "logs" / entry["file"])),)), kit)
     d = report.diagnosis
     problems = []
     if d.verdict != entry["verdict"]:

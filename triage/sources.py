@@ -38,22 +38,15 @@ _MAGIC = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class LogInput:
-    """One log given on the command line. `warnings` fills up while it is read."""
+    """One log given on the command line, opened (`open_log`); reading it (`LineReader`) writes nothing here."""
 
     name: str                     # as the user gave it ("-" shows as "<stdin>")
     path: str | None              # None for stdin
     compression: str | None = None
     size: int | None = None       # bytes on disk, when known (for progress)
-    warnings: list[str] = field(default_factory=list)
-    lines_read: int = 0           # every line, set once the input has been read
-    bulk_lines: list[int] = field(default_factory=list)   # lines set aside per bulk key (see scan)
-    cut_lines: int = 0            # lines longer than MAX_LINE_BYTES, cut
-    progress: Callable[[int], None] | None = None   # told the bytes read so far (a tty progress bar)
     stream: BinaryIO | None = None   # opened by open_log and read from there: never opened twice
-    damage: str | None = None        # how a compressed stream ended badly (a warning once it is read)
-    damage_cuts: bool = False        # ... and whether the lines after that point are lost
 
 
 def open_log(path: str) -> LogInput:
@@ -72,14 +65,13 @@ def open_log(path: str) -> LogInput:
         raise InputError(path, "is a directory, not a log file", "pass the log files inside it, e.g. DIR/*.log")
     if not os.access(path, os.R_OK):
         raise InputError(path, "permission denied", "run as a user who can read it, or copy it")
-    inp = LogInput(name=path, path=path, size=st.st_size if stat.S_ISREG(st.st_mode) else None)
     try:
         handle = open(path, "rb")      # a FIFO waits here for its writer, as `cat` would
     except OSError as exc:
         raise InputError(path, f"cannot read: {(exc.strerror or str(exc)).lower()}") from None
-    inp.stream, head = _with_head(handle)
-    inp.compression = _compression_of(head)
-    return inp
+    stream, head = _with_head(handle)
+    return LogInput(name=path, path=path, compression=_compression_of(head),
+                    size=st.st_size if stat.S_ISREG(st.st_mode) else None, stream=stream)
 
 
 def _with_head(raw: BinaryIO) -> tuple[BinaryIO, bytes]:
@@ -126,14 +118,13 @@ def _compression_of(head: bytes) -> str | None:
     return None
 
 
-def _open_binary(inp: LogInput) -> BinaryIO:
-    """The input's bytes as they are on disk or in the pipe, opened once."""
-    if inp.stream is None:
-        raw: BinaryIO = sys.stdin.buffer if inp.path is None else open(inp.path, "rb")
-        inp.stream, head = _with_head(raw)
-        if inp.compression is None:
-            inp.compression = _compression_of(head)
-    return inp.stream
+def _open_binary(inp: LogInput) -> tuple[BinaryIO, str | None]:
+    """The input's bytes as they are on disk or in the pipe, opened once, and their compression."""
+    if inp.stream is not None:
+        return inp.stream, inp.compression
+    raw: BinaryIO = sys.stdin.buffer if inp.path is None else open(inp.path, "rb")
+    stream, head = _with_head(raw)
+    return stream, inp.compression or _compression_of(head)
 
 
 _DECODERS: dict[str, tuple[Callable[[], Any], bytes]] = {
@@ -143,7 +134,7 @@ _DECODERS: dict[str, tuple[Callable[[], Any], bytes]] = {
 }
 
 
-def _decompressed(raw: BinaryIO, inp: LogInput) -> Iterator[bytes]:
+def _decompressed(raw: BinaryIO, reading: _Reading) -> Iterator[bytes]:
     """Decompress in small steps, keeping every byte decoded before a cut or a corrupt block.
 
     Several members (or streams) one after the other are read as one, as zcat does; bytes after the
@@ -151,7 +142,7 @@ def _decompressed(raw: BinaryIO, inp: LogInput) -> Iterator[bytes]:
     more than MAX_RATIO times its size (past RATIO_FLOOR) is a decompression bomb: reading stops there.
     Input goes to the decoder FEED_BYTES at a time, so a corrupt block loses the output of that little.
     """
-    kind = inp.compression or ""
+    kind = reading.compression or ""
     make, magic = _DECODERS[kind]
     decoder: Any = make()
     taken = given = 0
@@ -162,7 +153,7 @@ def _decompressed(raw: BinaryIO, inp: LogInput) -> Iterator[bytes]:
             taken += len(data)
             if not data:
                 if decoder is not None:
-                    _damaged(inp, f"the {kind} stream ends early, cut short at byte {taken:,}", cuts=True)
+                    _damaged(reading, f"the {kind} stream ends early, cut short at byte {taken:,}", cuts=True)
                 return
         if decoder is None:                 # between members: another one, or the end of the data
             if len(data) < len(magic) and magic.startswith(data):
@@ -173,7 +164,7 @@ def _decompressed(raw: BinaryIO, inp: LogInput) -> Iterator[bytes]:
                     continue
             if not data.startswith(magic):
                 if data.strip(b"\x00") or raw.read(1 << 20).strip(b"\x00"):
-                    _damaged(inp, f"the bytes after the {kind} data (from byte {taken - len(data):,}) are not "
+                    _damaged(reading, f"the bytes after the {kind} data (from byte {taken - len(data):,}) are not "
                                   f"{kind}: ignored, as zcat does", cuts=False)
                 return
             decoder = make()
@@ -183,20 +174,20 @@ def _decompressed(raw: BinaryIO, inp: LogInput) -> Iterator[bytes]:
                 for out in _feed(decoder, piece):
                     given += len(out)
                     if given > RATIO_FLOOR and given > MAX_RATIO * taken:
-                        _damaged(inp, f"the {kind} stream expands over {MAX_RATIO}x (a decompression bomb?): "
+                        _damaged(reading, f"the {kind} stream expands over {MAX_RATIO}x (a decompression bomb?): "
                                       f"stopped after {given >> 20:,} MiB", cuts=True)
                         return
                     yield out
             except (zlib.error, OSError, EOFError, lzma.LZMAError) as exc:
                 at = taken - len(data) - len(piece)
-                _damaged(inp, f"the {kind} stream ends early, corrupt near byte {at:,} ({exc})", cuts=True)
+                _damaged(reading, f"the {kind} stream ends early, corrupt near byte {at:,} ({exc})", cuts=True)
                 return
             if decoder.eof:                 # this member is complete; what follows it comes next
                 data, decoder = decoder.unused_data + data, None
 
 
-def _damaged(inp: LogInput, what: str, cuts: bool) -> None:
-    inp.damage, inp.damage_cuts = what, cuts
+def _damaged(reading: _Reading, what: str, cuts: bool) -> None:
+    reading.damage, reading.damage_cuts = what, cuts
 
 
 def _feed(decoder: Any, data: bytes) -> Iterator[bytes]:
@@ -215,7 +206,7 @@ def _feed(decoder: Any, data: bytes) -> Iterator[bytes]:
         yield decoder.decompress(b"", step)
 
 
-def _text_bytes(chunks: Iterator[bytes], inp: LogInput) -> tuple[Iterator[bytes], bool]:
+def _text_bytes(chunks: Iterator[bytes], reading: _Reading) -> tuple[Iterator[bytes], bool]:
     """The decoded stream as UTF-8, and whether it was transcoded: a UTF-16 log with its BOM
     (PowerShell's `>`) is, a UTF-8 BOM is dropped. The first 64 KiB are checked for a binary file
     (or a compressed one that gives nothing) before anything is yielded."""
@@ -224,8 +215,8 @@ def _text_bytes(chunks: Iterator[bytes], inp: LogInput) -> tuple[Iterator[bytes]
         head += chunk
         if len(head) >= _SNIFF_BYTES:
             break
-    if not head and inp.damage and inp.damage_cuts:
-        raise InputError(inp.name, f"nothing could be read: {inp.damage}",
+    if not head and reading.damage and reading.damage_cuts:
+        raise InputError(reading.name, f"nothing could be read: {reading.damage}",
                          "check the file is complete (a bzip2 block cut short is lost whole), "
                          "or decompress it yourself")
     rest: Iterator[bytes] = itertools.chain([head], chunks)
@@ -239,7 +230,7 @@ def _text_bytes(chunks: Iterator[bytes], inp: LogInput) -> tuple[Iterator[bytes]
         head = head[3:]
         rest = itertools.chain([head], chunks)
     if _looks_binary(head[:_SNIFF_BYTES]):
-        raise InputError(inp.name, "looks like a binary file, not a text log",
+        raise InputError(reading.name, "looks like a binary file, not a text log",
                          "pass the log text (e.g. kubectl logs POD > log.txt); .gz/.bz2/.xz are read directly")
     return rest, transcoded
 
@@ -265,54 +256,104 @@ PARALLEL_MIN_BYTES = 64 << 20     # below this, a second process costs more than
 DECIDE_AFTER_LINES = 4_000        # lines read before judging whether the workers set enough aside
 
 
-def iter_lines(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = ()) -> Iterator[tuple[int, str]]:
-    """Yield `(line_number, text)` for every line except the bulk ones (see `scan`), which are only
-    counted into `inp.bulk_lines`; `inp.lines_read` holds the total once the input is read.
+@dataclass(frozen=True)
+class LinesRead:
+    """What reading one input found besides its lines."""
+
+    lines_read: int               # every line, the bulk ones included
+    bulk_lines: tuple[int, ...]   # lines set aside per bulk key (see scan), never yielded
+    cut_lines: int                # lines longer than MAX_LINE_BYTES, cut
+    warnings: tuple[str, ...]
+
+
+@dataclass
+class _Reading:
+    """The reader's own tally while it reads one input (what `LineReader.result()` reports)."""
+
+    name: str
+    path: str | None
+    size: int | None
+    compression: str | None
+    progress: Callable[[int], None] | None
+    bulk_lines: list[int]
+    warnings: list[str] = field(default_factory=list)
+    lines_read: int = 0
+    cut_lines: int = 0
+    damage: str | None = None        # how a compressed stream ended badly (a warning once it is read)
+    damage_cuts: bool = False        # ... and whether the lines after that point are lost
+    done: bool = False
+
+
+class LineReader:
+    """Yield `(line_number, text)` for every line of one input except the bulk ones (see `scan`), which are
+    only counted; iterate it once, then `result()` says what the reading found besides the lines.
 
     Lines are decoded as UTF-8 with replacement; newlines, a CRLF's `\r` and NUL bytes are dropped;
     a line over MAX_LINE_BYTES is cut; reading stops after MAX_LINES. A compressed stream that is cut
     or corrupt yields every line before the damage and warns where it was.
-    A large plain file is split between two worker processes.
+    A large plain file is split between two worker processes. `progress` is told the bytes read so far.
     """
-    raw = _open_binary(inp)
+
+    def __init__(self, inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = (),
+                 progress: Callable[[int], None] | None = None) -> None:
+        self._reading = _Reading(inp.name, inp.path, inp.size, inp.compression, progress, [0] * len(bulk))
+        self._lines = _read_lines(inp, bulk, self._reading)
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        return self._lines
+
+    def result(self) -> LinesRead:
+        reading = self._reading
+        if not reading.done:
+            raise RuntimeError(f"{reading.name}: the reading is not finished; iterate every line first")
+        return LinesRead(reading.lines_read, tuple(reading.bulk_lines), reading.cut_lines, tuple(reading.warnings))
+
+
+def iter_lines(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = ()) -> Iterator[tuple[int, str]]:
+    """The lines alone, for a reader that needs no more (see LineReader)."""
+    return iter(LineReader(inp, bulk))
+
+
+def _read_lines(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...], reading: _Reading) -> Iterator[tuple[int, str]]:
+    raw, reading.compression = _open_binary(inp)
     try:
-        inp.bulk_lines = [0] * len(bulk)
-        chunks = _decompressed(raw, inp) if inp.compression else iter(lambda: raw.read(BLOCK_BYTES), b"")
-        text, transcoded = _text_bytes(chunks, inp)
-        if inp.path is not None and inp.compression is None and (inp.size or 0) >= PARALLEL_MIN_BYTES \
+        chunks = _decompressed(raw, reading) if reading.compression else iter(lambda: raw.read(BLOCK_BYTES), b"")
+        text, transcoded = _text_bytes(chunks, reading)
+        if reading.path is not None and reading.compression is None and (reading.size or 0) >= PARALLEL_MIN_BYTES \
                 and (os.cpu_count() or 1) > 1 and not transcoded:
-            yield from _split_in_parallel(inp, bulk)
+            yield from _split_in_parallel(reading, bulk)
         else:
             number = 0
-            for block in _blocks(text, inp):
+            for block in _blocks(text, reading):
                 rest, count, tally = split_block(block, bulk, number + 1)
                 for line_no, line in rest:
                     if line_no > MAX_LINES:
                         break
-                    yield line_no, _decode(line, inp)
+                    yield line_no, _decode(line, reading)
                 number += count
-                inp.bulk_lines = [a + b for a, b in zip(inp.bulk_lines, tally)]
+                reading.bulk_lines = [a + b for a, b in zip(reading.bulk_lines, tally)]
                 if number > MAX_LINES:
                     number = MAX_LINES
-                    _warn_too_many(inp)
+                    _warn_too_many(reading)
                     break
-            inp.lines_read = number
+            reading.lines_read = number
     finally:
-        _warn_cut(inp)
-        if inp.damage:
-            lost = f"; diagnosed the {inp.lines_read:,} line(s) before it" if inp.damage_cuts else ""
-            inp.warnings.append(f"{inp.name}: {inp.damage}{lost}")
+        _warn_cut(reading)
+        if reading.damage:
+            lost = f"; diagnosed the {reading.lines_read:,} line(s) before it" if reading.damage_cuts else ""
+            reading.warnings.append(f"{reading.name}: {reading.damage}{lost}")
         raw.close()
-    if inp.lines_read == 0:
-        inp.warnings.append(f"{inp.name}: the input is empty")
+    if reading.lines_read == 0:
+        reading.warnings.append(f"{reading.name}: the input is empty")
+    reading.done = True
 
 
-def _warn_too_many(inp: LogInput) -> None:
-    inp.warnings.append(f"{inp.name}: stopped after {MAX_LINES:,} lines (far more than a vLLM log holds): "
+def _warn_too_many(reading: _Reading) -> None:
+    reading.warnings.append(f"{reading.name}: stopped after {MAX_LINES:,} lines (far more than a vLLM log holds): "
                         "the rest is not read; cut the log to the incident (tail -n, --since)")
 
 
-def _blocks(chunks: Iterable[bytes], inp: LogInput) -> Iterator[bytes]:
+def _blocks(chunks: Iterable[bytes], reading: _Reading) -> Iterator[bytes]:
     """Blocks of whole lines (the last may lack its newline); a line over MAX_LINE_BYTES is cut."""
     carry = b""
     skipping = False
@@ -321,8 +362,8 @@ def _blocks(chunks: Iterable[bytes], inp: LogInput) -> Iterator[bytes]:
         if not chunk:
             continue
         consumed += len(chunk)
-        if inp.progress is not None:
-            inp.progress(consumed)
+        if reading.progress is not None:
+            reading.progress(consumed)
         if skipping:
             newline = chunk.find(b"\n")
             if newline == -1:
@@ -334,14 +375,14 @@ def _blocks(chunks: Iterable[bytes], inp: LogInput) -> Iterator[bytes]:
         if len(carry) > MAX_LINE_BYTES:
             block += carry[:MAX_LINE_BYTES] + b"\n"
             carry, skipping = b"", True
-            inp.cut_lines += 1
+            reading.cut_lines += 1
         if block:
             yield block
     if carry:
         yield carry
 
 
-def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> Iterator[tuple[int, str]]:
+def _split_in_parallel(reading: _Reading, bulk: tuple[re.Pattern[bytes], ...]) -> Iterator[tuple[int, str]]:
     """Two worker processes split byte ranges of a large plain file while this one parses.
 
     At most IN_FLIGHT pieces are handed out ahead of the parser, so a log the parser reads slowly
@@ -350,9 +391,9 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
     back to be parsed here anyway: the workers are let go (their memory with them) and the rest of
     the file is split in this process.
     """
-    assert inp.path is not None, "only a named plain file is split in parallel"
-    size = inp.size or 0
-    jobs = [(inp.path, start, min(start + PIECE_BYTES, size), bulk) for start in range(0, size, PIECE_BYTES)]
+    assert reading.path is not None, "only a named plain file is split in parallel"
+    size = reading.size or 0
+    jobs = [(reading.path, start, min(start + PIECE_BYTES, size), bulk) for start in range(0, size, PIECE_BYTES)]
     number = 0
     seen = set_aside = 0
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
@@ -377,16 +418,16 @@ def _split_in_parallel(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...]) -> It
             for rel, raw in rest:
                 if number + rel > MAX_LINES:
                     break
-                yield number + rel, _decode(raw, inp)
+                yield number + rel, _decode(raw, reading)
             number += count
-            inp.bulk_lines = [a + b for a, b in zip(inp.bulk_lines, tally)]
-            if inp.progress is not None:
-                inp.progress(end)
+            reading.bulk_lines = [a + b for a, b in zip(reading.bulk_lines, tally)]
+            if reading.progress is not None:
+                reading.progress(end)
             if number > MAX_LINES:
                 number = MAX_LINES
-                _warn_too_many(inp)
+                _warn_too_many(reading)
                 break
-    inp.lines_read = number
+    reading.lines_read = number
 
 
 class _Here:
@@ -429,10 +470,10 @@ def _skip_rest_of_line(stream: BinaryIO) -> None:
             return
 
 
-def _decode(raw: bytes, inp: LogInput) -> str:
+def _decode(raw: bytes, reading: _Reading) -> str:
     if len(raw) > MAX_LINE_BYTES:
         raw = raw[:MAX_LINE_BYTES]
-        inp.cut_lines += 1
+        reading.cut_lines += 1
     if b"\x00" in raw:
         raw = raw.replace(b"\x00", b"")
     text = raw.decode("utf-8", "replace")
@@ -459,9 +500,10 @@ def read_small_text(path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _warn_cut(inp: LogInput) -> None:
-    if inp.cut_lines:
-        inp.warnings.append(f"{inp.name}: {inp.cut_lines} line(s) longer than {MAX_LINE_BYTES >> 20} MiB were cut")
+def _warn_cut(reading: _Reading) -> None:
+    if reading.cut_lines:
+        reading.warnings.append(f"{reading.name}: {reading.cut_lines} line(s) longer than "
+                                f"{MAX_LINE_BYTES >> 20} MiB were cut")
 
 
 def read_model_config(path: str) -> tuple[str, str]:

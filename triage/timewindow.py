@@ -14,6 +14,8 @@ ISO time. Each recognised record gets one time, in this order:
 A window that starts after the server started keeps that startup's settings lines (version, args,
 engine config, weights, KV cache size) as context, so `--since 1h` on a server up for a week still
 knows its model, max_model_len and KV cache; failures and serving records outside it are dropped.
+This module hands back the records before the window; logparse.startup_context, which knows where a
+startup begins, picks the context from them.
 
 The window's own times: a duration (`90s`, `30m`, `1h`, `2d`, `1h30m`) is measured back from the
 end of the window (`--until`, else the end of the log); an absolute time is `2026-11-30T10:00`
@@ -29,11 +31,9 @@ from typing import Sequence
 import regex
 
 from .errors import InputError
-from .logparse import split_attempts
 from .logtime import month_day_time
 from .metricparse import MetricSample
 from .model import LogEvent, TimeWindow
-from .signatures import SignatureSet
 
 _ISO = regex.compile(r"^(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d+))?)?)?\s*(Z|[+-]\d\d:?\d\d)?$")
 _CLOCK = regex.compile(r"^(\d{1,2}):(\d\d)(?::(\d\d))?$")
@@ -189,24 +189,13 @@ def _inside(when: datetime | None, lower: datetime | None, upper: datetime | Non
     return when is not None and (lower is None or when >= lower) and (upper is None or when <= upper)
 
 
-_NOT_CONTEXT = frozenset({"stats", "preemption", "request", "traceback_start", "traceback_frame", "exception",
-                          "engine_died"})
-
-
-def _startup_context(before: Sequence[LogEvent], signatures: SignatureSet) -> list[LogEvent]:
-    """The settings of the startup still running when the window begins: no failures, no serving."""
-    if not before:
-        return []
-    running = list(split_attempts(before, signatures))[-1].events
-    return [e for e in running if e.kind not in _NOT_CONTEXT
-            and not ((sig := signatures.by_id.get(e.signature)) and sig.failure)]
-
-
 def apply_window(logs: Sequence[tuple[str, list[LogEvent]]], samples: Sequence[MetricSample], since: str | None,
-                 until: str | None, now: datetime, signatures: SignatureSet,
-                 ) -> tuple[list[list[LogEvent]], list[MetricSample], TimeWindow, list[str]]:
+                 until: str | None, now: datetime,
+                 ) -> tuple[list[tuple[list[LogEvent], list[LogEvent]]], list[MetricSample], TimeWindow, list[str]]:
     """Keep the log records (per input: its name and events) and timestamped metric samples inside
-    the window; say what was kept."""
+    the window; say what was kept. Per input: (the records before the window, the records inside), the
+    first only when the second is not empty: the startup context is taken from it by whoever cuts startups
+    (logparse.startup_context), and counted into the window's `context_events` there."""
     per_input = [resolve_times(events, now) for _, events in logs]
     log_times = [t for times, _ in per_input for t in times if t is not None]
     metric_times = [datetime.fromtimestamp(s.time, timezone.utc).replace(tzinfo=None)
@@ -218,18 +207,17 @@ def apply_window(logs: Sequence[tuple[str, list[LogEvent]]], samples: Sequence[M
                          "docker logs -t), or drop the window")
     end = max(log_times) if log_times else max(metric_times)
     lower, upper = window_bounds(since, until, end, now)
-    kept: list[list[LogEvent]] = []
+    kept: list[tuple[list[LogEvent], list[LogEvent]]] = []
     warnings: list[str] = []
-    inside_total = context_total = 0
+    inside_total = 0
     for (name, all_events), (times, _) in zip(logs, per_input):
         events = [e for e, t in zip(all_events, times) if _inside(t, lower, upper)]
         if all_events and not events:
             warnings.append(f"{name}: nothing in it falls inside the window")
-        context = _startup_context([e for e, t in zip(all_events, times) if t is not None and lower is not None
-                                    and t < lower], signatures) if events else []
+        before = [e for e, t in zip(all_events, times) if t is not None and lower is not None
+                  and t < lower] if events else []
         inside_total += len(events)
-        context_total += len(context)
-        kept.append(context + events)
+        kept.append((before, events))
     windowed: list[MetricSample] = []
     untimed = set()
     for s in samples:
@@ -245,7 +233,7 @@ def apply_window(logs: Sequence[tuple[str, list[LogEvent]]], samples: Sequence[M
         bases.append("metric samples by their own timestamps (UTC)")
     window = TimeWindow(since=_show(lower), until=_show(upper), basis="; ".join(bases) or "no timestamps",
                         events_kept=inside_total, events_total=sum(len(events) for _, events in logs),
-                        context_events=context_total,
+                        context_events=0,
                         samples_kept=sum(1 for s in windowed if s.source.path not in untimed),
                         samples_total=sum(1 for s in samples if s.source.path not in untimed))
     return kept, windowed, window, warnings

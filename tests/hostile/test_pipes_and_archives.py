@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT, run_cli
 from hostile_support import run_measured
 from triage import sources
-from triage.sources import iter_lines, open_log
+from triage.sources import LineReader, open_log
 
 # 104 lines.
 STATS = ("(APIServer pid=1) INFO 09-30 10:{m:02d}:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 "
@@ -99,8 +99,8 @@ BIG = LOG + "".join(STATS.format(m=i // 60 % 60, s=i % 60) + f" #{i}\n" for i in
 
 
 def _lines(path: Path) -> tuple[list[tuple[int, str]], list[str]]:
-    inp = open_log(str(path))
-    return list(iter_lines(inp)), inp.warnings
+    reader = LineReader(open_log(str(path)))
+    return list(reader), list(reader.result().warnings)
 
 
 @pytest.mark.parametrize("kind", sorted(PACKERS))
@@ -206,7 +206,7 @@ def test_lines_per_input_are_capped(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "MAX_LINES", 50)
     path = tmp_path / "long.log"
     path.write_text(LOG)
-    inp = open_log(str(path))
-    lines = list(iter_lines(inp))
-    assert len(lines) == 50 and inp.lines_read == 50
-    assert any("stopped after 50 lines" in w for w in inp.warnings)
+    reader = LineReader(open_log(str(path)))
+    lines = list(reader)
+    assert len(lines) == 50 and reader.result().lines_read == 50
+    assert any("stopped after 50 lines" in w for w in reader.result().warnings)

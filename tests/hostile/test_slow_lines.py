@@ -14,7 +14,7 @@ from triage import sources
 from triage.envelope import records
 from triage.redact import Redactor
 from triage.signatures import MatchBudget, load_signatures
-from triage.sources import iter_lines, open_log
+from triage.sources import LineReader, open_log
 
 from shapes import KV, SLOW_LINES
 
@@ -57,10 +57,10 @@ def test_a_line_longer_than_many_pieces_is_scanned_once(tmp_path, monkeypatch):
             handle.write(b"y" * (1 << 20))
         handle.write(b"\n" + KV.encode() + b"\n")
     start = time.monotonic()
-    inp = open_log(str(path))
-    lines = list(iter_lines(inp))
+    reader = LineReader(open_log(str(path)))
+    lines = list(reader)
     assert time.monotonic() - start < 30
-    assert [n for n, _ in lines] == [1, 2, 3] and inp.cut_lines == 1
+    assert [n for n, _ in lines] == [1, 2, 3] and reader.result().cut_lines == 1
 
 
 SLOW_SIGNATURE = """

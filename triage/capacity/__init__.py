@@ -4,8 +4,68 @@ model (the geometry one startup shows) -> predict (the same GPU under other flag
 memory_fixes, cpu_fixes (the fixes rules name, each verified through the model where it can be), whatif and
 check (the two commands), hfconfig (a model's geometry from its config.json), calibration (does the model
 reproduce what vLLM printed?).
-"""
-from . import cpu_fixes, kv_fixes, memory_fixes  # noqa: F401  (registers the solvers)
-from .registry import FIXES, solver
 
-__all__ = ["FIXES", "solver"]
+`FIXES` is the table of the solvers a rule may name (`fixes = [...]`); `prescribe` runs the chosen rule's.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Sequence
+
+from ..model import Fix
+from .cpu_fixes import cpu_kv_space_for_load, cpu_kv_space_for_max_model_len, cpu_kv_space_within_free, \
+    cpu_utilization_within_free
+from .kv_fixes import kv_cache_dtype_fp8, max_model_len_that_fits, max_num_seqs_for_kv, more_kv_for_preemption, \
+    tensor_parallel_for_kv, utilization_for_max_model_len
+from .memory_fixes import cpu_offload, enforce_eager, free_other_processes, not_memory_advice, smaller_weights, \
+    tensor_parallel_for_weights, utilization_headroom, utilization_within_free_memory
+from .registry import MEMORY_VERDICTS, NOTHING_GIVEN, Facts, FixSolver, Given, names_another_process
+
+FIXES: Mapping[str, FixSolver] = {
+    # kv_cache_too_small, preemption_slowdown
+    "max_model_len_that_fits": max_model_len_that_fits,
+    "utilization_for_max_model_len": utilization_for_max_model_len,
+    "kv_cache_dtype_fp8": kv_cache_dtype_fp8,
+    "tensor_parallel_for_kv": tensor_parallel_for_kv,
+    "max_num_seqs_for_kv": max_num_seqs_for_kv,
+    "more_kv_for_preemption": more_kv_for_preemption,
+    # weights_dont_fit, external_pressure, other_failure
+    "tensor_parallel_for_weights": tensor_parallel_for_weights,
+    "smaller_weights": smaller_weights,
+    "cpu_offload": cpu_offload,
+    "utilization_within_free_memory": utilization_within_free_memory,
+    "free_other_processes": free_other_processes,
+    "utilization_headroom": utilization_headroom,
+    "enforce_eager": enforce_eager,
+    "not_memory_advice": not_memory_advice,
+    # vLLM on CPU
+    "cpu_kv_space_within_free": cpu_kv_space_within_free,
+    "cpu_utilization_within_free": cpu_utilization_within_free,
+    "cpu_kv_space_for_max_model_len": cpu_kv_space_for_max_model_len,
+    "cpu_kv_space_for_load": cpu_kv_space_for_load,
+}
+
+__all__ = ["FIXES", "Given", "NOTHING_GIVEN", "arrange_fixes", "prescribe"]
+
+
+def prescribe(names: Sequence[str], facts: Facts, verdict: str, given: Given = NOTHING_GIVEN) -> tuple[Fix, ...]:
+    """The fixes the chosen rule names (`names`, in order), sized from the facts and what the user gave, arranged."""
+    fixes = [fix for name in names for fix in FIXES[name](facts, given)]
+    return arrange_fixes(fixes, facts, verdict)
+
+
+def arrange_fixes(fixes: list[Fix], facts: Facts, verdict: str) -> tuple[Fix, ...]:
+    """Every fix with its status; when the evidence names another process, finding and stopping it comes first;
+    fixes the model predicts fail or fall short go last (shown as "not enough alone", never as the fix)."""
+    out: list[Fix] = []
+    for fix in fixes:
+        if not fix.status:
+            fix = dataclasses.replace(fix, status="advice" if fix.value is None else "unchecked")
+        if all(fix.action != seen.action for seen in out):
+            out.append(fix)
+    if verdict in MEMORY_VERDICTS and names_another_process(facts):
+        first = [f for f in out if f.computed_from and "other_process_pids" in f.computed_from]
+        if not first:
+            first = [dataclasses.replace(f, status="advice") for f in free_other_processes(facts, NOTHING_GIVEN)]
+        out = first + [f for f in out if f not in first]
+    return tuple([f for f in out if f.status != "not_enough"] + [f for f in out if f.status == "not_enough"])

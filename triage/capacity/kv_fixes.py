@@ -8,13 +8,12 @@ from ..model import Fix
 from .model import GIB
 from .predict import NEEDS_CONFIG, NEEDS_GPU, Prediction
 from .registry import (DOCS_FP8_KV, DOCS_MEMORY, DOCS_PREEMPTION, MAX_PRACTICAL_UTILIZATION, NOTHING_GIVEN,
-                       SAFETY_MARGIN_RATIO, TARGET_KV_USAGE, Facts, Given, ceil2, floor2, geometry, outcome, solver,
+                       SAFETY_MARGIN_RATIO, TARGET_KV_USAGE, Facts, Given, ceil2, floor2, geometry, outcome,
                        value_of, verified)
 
 NEEDS_SATURATION = "--metrics snapshots (or stats lines) with the KV cache usage while it was full"
 
 
-@solver("max_model_len_that_fits")
 def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The largest --max-model-len the KV cache holds (vLLM's own estimate, else the model's token count)."""
     requested = value_of(facts, "max_model_len")
@@ -48,7 +47,6 @@ def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[
     return [verified(fix, p, p.starts)]
 
 
-@solver("utilization_for_max_model_len")
 def utilization_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The smallest --gpu-memory-utilization whose budget fits the requested --max-model-len (plus 1 % of the GPU)."""
     requested = value_of(facts, "max_model_len")
@@ -93,7 +91,6 @@ def utilization_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) ->
     return [verified(fix, p, p.starts and not p.risks, p.risks[0] if p.risks else None)]
 
 
-@solver("kv_cache_dtype_fp8")
 def kv_cache_dtype_fp8(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """--kv-cache-dtype fp8: twice the KV tokens in the same memory."""
     if str(value_of(facts, "kv_cache_dtype") or "auto").startswith("fp8"):
@@ -121,7 +118,6 @@ def tensor_parallel_sizes(facts: Facts, given: Given, above: int) -> list[int]:
             and (given.gpus is None or n * pp <= given.gpus)]
 
 
-@solver("tensor_parallel_for_kv")
 def tensor_parallel_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The next tensor-parallel size: smaller weight and KV slices per GPU."""
     tp = value_of(facts, "tensor_parallel_size") or 1
@@ -180,7 +176,6 @@ def _stops_preempting(facts: Facts, given: Given, p: Prediction,
                    f"combine with --max-num-seqs {held}")
 
 
-@solver("max_num_seqs_for_kv")
 def max_num_seqs_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """A --max-num-seqs that keeps the KV cache near 90 % at the request sizes seen when it filled up."""
     running, current = value_of(facts, "running_at_saturation"), value_of(facts, "max_num_seqs")
@@ -219,7 +214,6 @@ def _for_preemption(fix: Fix, facts: Facts, given: Given, p: Prediction, grows: 
     return verified(fix, p, ok, short, needs=(NEEDS_SATURATION,))
 
 
-@solver("more_kv_for_preemption")
 def more_kv_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """More KV cache: higher utilization, FP8 KV cache, more tensor-parallel GPUs; each checked against the
     requests --max-num-seqs lets in at the size they had when the cache filled up."""

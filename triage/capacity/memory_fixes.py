@@ -10,7 +10,7 @@ from .kv_fixes import tensor_parallel_sizes
 from .model import version_tuple
 from .registry import (DOCS_ENGINE_ARGS, DOCS_MEMORY, DOCS_TROUBLESHOOTING, HEADROOM_MARGIN_GIB,
                        MIN_KV_SHARE_FOR_WEIGHTS, NOTHING_GIVEN, SAFETY_MARGIN_RATIO, Facts, Given, floor2, geometry,
-                       outcome, solver, starts, value_of, verified, weight_needs, weights_needed)
+                       outcome, starts, value_of, verified, weight_needs, weights_needed)
 
 
 def _utilization(facts: Facts) -> float:
@@ -22,7 +22,6 @@ def _utilization(facts: Facts) -> float:
 # --- weights_dont_fit ---------------------------------------------------------------------------------
 
 
-@solver("tensor_parallel_for_weights")
 def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The smallest --tensor-parallel-size whose weight slice leaves room for activations and KV."""
     total, util = value_of(facts, "gpu_total_gib"), _utilization(facts)
@@ -56,7 +55,6 @@ def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> l
     return [verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given))]
 
 
-@solver("smaller_weights")
 def smaller_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """Smaller weights: 16-bit instead of float32, or FP8 / pre-quantized checkpoints."""
     dtype = str(value_of(facts, "dtype") or "").removeprefix("torch.")
@@ -81,7 +79,6 @@ def smaller_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     return fixes
 
 
-@solver("cpu_offload")
 def cpu_offload(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """--cpu-offload-gb for the weights that do not fit on the GPU."""
     total, util = value_of(facts, "gpu_total_gib"), _utilization(facts)
@@ -103,7 +100,6 @@ def cpu_offload(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
 
 # --- external_pressure ---------------------------------------------------------------------------------
 
-@solver("utilization_within_free_memory")
 def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The largest --gpu-memory-utilization the free memory allows (free / total minus a margin)."""
     total, free = value_of(facts, "gpu_total_gib"), value_of(facts, "free_gib")
@@ -145,7 +141,6 @@ def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -
                      needs=weight_needs(facts, given))]
 
 
-@solver("free_other_processes")
 def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """Find and stop (or move) the other processes holding GPU memory: the first thing to do when the evidence
     names one, before any utilization number."""
@@ -169,7 +164,6 @@ def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix
                 reference=DOCS_TROUBLESHOOTING)]
 
 
-@solver("utilization_headroom")
 def utilization_headroom(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """A lower --gpu-memory-utilization that leaves the failed allocation outside vLLM's budget."""
     total, util = value_of(facts, "gpu_total_gib"), value_of(facts, "gpu_memory_utilization")
@@ -191,7 +185,6 @@ def utilization_headroom(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix
     return [verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given))]
 
 
-@solver("enforce_eager")
 def enforce_eager(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """--enforce-eager: no CUDA graphs, no graph memory."""
     if value_of(facts, "enforce_eager") is True:
@@ -241,7 +234,6 @@ _NON_MEMORY_ADVICE = {
 }
 
 
-@solver("not_memory_advice")
 def not_memory_advice(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """What to do about a failure that is not about GPU memory."""
     kind = value_of(facts, "failure_kind")

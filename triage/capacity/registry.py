@@ -1,4 +1,4 @@
-"""The fix solvers rules name, and how each fix is verified through the capacity model before it is printed.
+"""What the fix solvers share, and how each fix is verified through the capacity model before it is printed.
 
 A solver computes a number from the incident's facts (and what the user gave: `Given`), then asks the model
 what vLLM would do with it (`outcome`): the prediction is attached to the fix, and the fix is `checked` only
@@ -47,15 +47,7 @@ class Given:
 
 
 NOTHING_GIVEN = Given()
-FixSolver = Callable[[Facts, Given], list[Fix]]
-FIXES: dict[str, FixSolver] = {}
-
-
-def solver(name: str) -> Callable[[FixSolver], FixSolver]:
-    def register(fn: FixSolver) -> FixSolver:
-        FIXES[name] = fn
-        return fn
-    return register
+FixSolver = Callable[[Facts, Given], list[Fix]]     # a fix a rule names: see the FIXES table in capacity/__init__.py
 
 
 def value_of(facts: Facts, name: str) -> Any:
@@ -174,7 +166,7 @@ def weights_needed(facts: Facts, given: Given = NOTHING_GIVEN) -> WeightsNeeded:
     return WeightsNeeded(None, "", True)
 
 
-# --- the order on-call reads them in ----------------------------------------------------------------
+# --- what puts a fix first (capacity.arrange_fixes) -------------------------------------------------
 
 MEMORY_VERDICTS = frozenset({"weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown"})
 OTHER_PROCESS_NOTABLE_GIB = 0.5
@@ -186,21 +178,3 @@ def names_another_process(facts: Facts) -> bool:
     others = value_of(facts, "other_processes_gib") or 0.0
     beyond = value_of(facts, "gpu_memory_beyond_budget_gib") or 0.0
     return others >= OTHER_PROCESS_NOTABLE_GIB or beyond >= 2 * OTHER_PROCESS_NOTABLE_GIB
-
-
-def arrange_fixes(fixes: list[Fix], facts: Facts, verdict: str) -> tuple[Fix, ...]:
-    """Every fix with its status; when the evidence names another process, finding and stopping it comes first;
-    fixes the model predicts fail or fall short go last (shown as "not enough alone", never as the fix)."""
-    out: list[Fix] = []
-    for fix in fixes:
-        if not fix.status:
-            fix = dataclasses.replace(fix, status="advice" if fix.value is None else "unchecked")
-        if all(fix.action != seen.action for seen in out):
-            out.append(fix)
-    if verdict in MEMORY_VERDICTS and names_another_process(facts):
-        first = [f for f in out if f.computed_from and "other_process_pids" in f.computed_from]
-        if not first:
-            first = [dataclasses.replace(f, status="advice")
-                     for f in FIXES["free_other_processes"](facts, NOTHING_GIVEN)]
-        out = first + [f for f in out if f not in first]
-    return tuple([f for f in out if f.status != "not_enough"] + [f for f in out if f.status == "not_enough"])

@@ -6,7 +6,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from ..facts import FACTS
-from ..model import Fact, Finding, FleetView, Fix, LaunchCommand, Report, SourceRef, TimeWindow
+from ..model import Fact, Finding, FleetView, Fix, InputSummary, LaunchCommand, Report, SourceRef, TimeWindow
 
 # The GPU memory picture, in the order the issue draws it. (fact, label)
 MEMORY_PARTS: tuple[tuple[str, str], ...] = (
@@ -198,14 +198,25 @@ def split_match(ref: SourceRef) -> tuple[str, str, str]:
     return ref.text[:start], ref.text[start:end], ref.text[end:]
 
 
+def input_coverage(i: InputSummary) -> str:
+    return (f"{i.path}: {plural(i.lines_read, 'lines')} read, {i.lines_recognised:,} recognised, "
+            f"{i.vllm_lines:,} from vLLM")
+
+
+def unrecognised_sentence(report: Report) -> str | None:
+    if not report.unrecognised:
+        return None
+    total = sum(g.count for g in report.unrecognised)
+    return (f"{plural(total, 'WARNING/ERROR lines')} in {plural(len(report.unrecognised), 'groups')} "
+            f"{'was' if total == 1 else 'were'} not recognised")
+
+
 def coverage_sentence(report: Report) -> str:
-    parts = [f"{i.path}: {plural(i.lines_read, 'lines')} read, {i.lines_recognised:,} recognised, "
-             f"{i.vllm_lines:,} from vLLM" for i in report.inputs]
+    parts = [input_coverage(i) for i in report.inputs]
     text = "; ".join(parts) + "." if parts else "No input was read."
-    if report.unrecognised:
-        total = sum(g.count for g in report.unrecognised)
-        text += (f" {plural(total, 'WARNING/ERROR lines')} in {plural(len(report.unrecognised), 'groups')} "
-                 f"{'was' if total == 1 else 'were'} not recognised.")
+    unrecognised = unrecognised_sentence(report)
+    if unrecognised:
+        text += f" {unrecognised}."
     return text
 
 

@@ -1,17 +1,16 @@
 """What a report leads with, in every format: the comparison that decides the verdict, the restart
 history and what users saw. The HTML report draws the same comparison (charts.decision_charts).
 
-Selection and wording only: every figure is a fact the pipeline gave, except the weight size of a
-startup that died while loading, which is the same estimate the weight fixes state (capacity's
-weights_needed), marked as an estimate.
+Selection and wording only: every figure is a fact the pipeline gave, or the weight size the report
+holds (Report.weights_needed: the same estimate the weight fixes state), marked as an estimate when
+the log does not print it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..capacity.registry import weights_needed
-from ..model import Fact, Report
+from ..model import Fact, Report, WeightsEstimate
 from ..vocabulary import KV_SATURATED
 from .common import attempts_sentence, format_value
 
@@ -78,8 +77,9 @@ def _kv(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, ...]]:
     return ("; ".join(parts) or None), tuple(rows)
 
 
-def _weights(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, ...]]:
-    needed = weights_needed(facts)
+def _weights(facts: Mapping[str, Fact], needed: WeightsEstimate | None) -> tuple[str | None, tuple[Comparison, ...]]:
+    if needed is None:
+        return None, ()
     total, how, lower_bound = needed.gib, needed.how, needed.lower_bound
     tp = _v(facts, "tensor_parallel_size") or 1
     budget = _v(facts, "budget_gib")
@@ -172,7 +172,7 @@ def _inconclusive(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparis
 
 
 _DECIDERS = {"inconclusive": _inconclusive,
-             "kv_cache_too_small": _kv, "weights_dont_fit": _weights, "external_pressure": _external,
+             "kv_cache_too_small": _kv, "external_pressure": _external,
              "preemption_slowdown": _preemption, "healthy": _healthy, "other_failure": _other}
 
 # What users saw, from the metrics' histograms and the log's queue: (fact, words)
@@ -196,12 +196,17 @@ def impact(facts: Mapping[str, Fact]) -> str:
     if phase is not None and phase.value == "serving":
         parts.insert(0, "the server failed while serving: requests in flight failed")
     if not parts:
+        if "metrics_snapshots" in facts:
+            return "latency not known: the /metrics given have no latency histograms"
         return "latency not known: the input has no latency figures (saved /metrics give them: --metrics)"
     return ", ".join(parts)
 
 
 def lead(report: Report) -> Lead:
     d = report.diagnosis
-    decided, rows = _DECIDERS.get(d.verdict, lambda _: (None, ()))(d.facts)
+    if d.verdict == "weights_dont_fit":
+        decided, rows = _weights(d.facts, report.weights_needed)
+    else:
+        decided, rows = _DECIDERS.get(d.verdict, lambda _: (None, ()))(d.facts)
     return Lead(decided, rows, attempts_sentence(report), impact(d.facts),
                 timeline_decides=d.verdict == "preemption_slowdown" and bool(report.timeline))

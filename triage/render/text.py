@@ -4,12 +4,11 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ..fleet import KEY_FIGURES
 from ..model import FleetView, Report, SourceRef
 from . import decision
-from .common import (command_heading, fix_is_unchecked, fleet_heading, fleet_tally, instance_figures, listed_fixes,
-                     no_command_sentence, plural, quiet_suppressions, terminal_safe, unchecked_note,
-                     verdict_title, window_sentence)
+from .common import (command_heading, fix_is_unchecked, fleet_heading, fleet_tally, input_coverage, instance_figures,
+                     listed_fixes, no_command_sentence, plural, quiet_suppressions, redactions_sentence, terminal_safe,
+                     unchecked_note, unrecognised_sentence, verdict_title, window_sentence)
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}
@@ -157,24 +156,21 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         out.append(window_sentence(report.window))
         out.append(s(f"Times: {report.window.basis}.", "dim"))
     if report.fleet is None and any(i.kind == "metrics" for i in report.inputs):
-        figures = {n: d.facts[n].value for n in KEY_FIGURES if n in d.facts}
         window = d.facts.get("metrics_window_seconds")
         scrapes = d.facts.get("metrics_snapshots")
         span = f" over {window.value:.0f} s" if window else ""
         count = f"{plural(scrapes.value, 'scrapes')}{span}: " if scrapes else ""
-        out.append(s(f"Metrics, {count}{instance_figures(figures)}.", "dim"))
+        out.append(s(f"Metrics, {count}{instance_figures(report.metrics_figures)}.", "dim"))
     for inp in report.inputs:
-        out.append(s(f"Read {inp.path}: {plural(inp.lines_read, 'lines')}, {inp.lines_recognised:,} recognised, "
-                     f"{inp.vllm_lines:,} from vLLM.", "dim"))
-    if report.unrecognised:
-        total = sum(g.count for g in report.unrecognised)
-        out.append(s(f"{plural(total, 'WARNING/ERROR lines')} in {plural(len(report.unrecognised), 'groups')} "
-                     f"{'was' if total == 1 else 'were'} not recognised; the largest:", "dim"))
+        out.append(s(input_coverage(inp) + ".", "dim"))
+    unrecognised = unrecognised_sentence(report)
+    if unrecognised:
+        out.append(s(f"{unrecognised}; the largest:", "dim"))
         for g in report.unrecognised[:3]:
             out.append(s(f"  {g.count:>5} x {g.level} {g.template[:100]}  ({g.example.where()})", "dim"))
-    if report.redactions:
-        hidden = ", ".join(f"{n} {k}" for k, n in sorted(report.redactions.items()))
-        out.append(s(f"Redacted: {hidden} (--no-redact shows them).", "dim"))
+    hidden = redactions_sentence(report)
+    if hidden:
+        out.append(s(hidden, "dim"))
     for w in report.warnings:
         out.append(s(f"warning: {w}", "yellow"))
     return terminal_safe("\n".join(out) + "\n")     # an ESC or a bidi override in the input cannot drive the terminal
