@@ -43,11 +43,11 @@ class SlowInput(Exception):
 def make_target():
     from triage.cli import load_toolkit
     from triage.errors import InputError
-    from triage.metricfacts import extract_metric_facts
-    from triage.metricparse import Snapshot, order_snapshots, parse_exposition
+    from triage.metrics.facts import extract_metric_facts
+    from triage.metrics.parse import Snapshot, order_snapshots, parse_exposition
     from triage.pipeline import Incident, build_report
     from triage.render import RENDERERS
-    from triage.sources import open_log
+    from triage.sources.files import open_log
 
     kit = load_toolkit(None)
     path = os.path.join(tempfile.mkdtemp(prefix="vtriage-fuzz-"), "fuzz.log")
@@ -159,7 +159,8 @@ def main() -> None:
                        f"-max_len={args.max_len}", "-timeout=120", str(folder)], target)
         atheris.Fuzz()
     else:
-        from hypothesis import given, settings, strategies as st
+        from hypothesis import given, settings
+        from hypothesis import strategies as st
         target = make_target()
         deadline = time.monotonic() + args.seconds
         for data in corpus:

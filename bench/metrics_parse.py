@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from triage.metricinputs import read_files  # noqa: E402
-from triage.metricparse import parse_exposition  # noqa: E402
+from triage.metrics.inputs import read_files  # noqa: E402
+from triage.metrics.parse import parse_exposition  # noqa: E402
 
 
 def main() -> None:

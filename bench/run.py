@@ -46,9 +46,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
-from triage.metricfacts import (CACHE_CONFIG, HISTOGRAMS, KV_USAGE, PREEMPTIONS, PREFIX_HITS,  # noqa: E402
-                                PREFIX_QUERIES, REQUEST_PREEMPTIONS, RUNNING, WAITING)
-from triage.signatures import load_signatures  # noqa: E402
+from triage.logs.signatures import load_signatures  # noqa: E402
+from triage.metrics.facts import (  # noqa: E402
+    CACHE_CONFIG,
+    HISTOGRAMS,
+    KV_USAGE,
+    PREEMPTIONS,
+    PREFIX_HITS,
+    PREFIX_QUERIES,
+    REQUEST_PREEMPTIONS,
+    RUNNING,
+    WAITING,
+)
 
 import make_log  # noqa: E402
 import make_metrics  # noqa: E402

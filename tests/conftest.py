@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -14,7 +14,7 @@ import pytest
 from triage.cli import load_toolkit
 from triage.model import Report
 from triage.pipeline import Incident, build_report
-from triage.sources import LogInput
+from triage.sources.files import LogInput
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "rules"
@@ -64,15 +64,15 @@ def diagnose_text(kit, text: str, name: str = "log.txt", redact: bool = True) ->
 
 
 def diagnose_files(kit, *paths: Path) -> Report:
-    from triage.sources import open_log
+    from triage.sources.files import open_log
     return build_report(Incident(logs=tuple(open_log(str(p)) for p in paths)), kit)
 
 
 def diagnose_with_metrics(kit, metrics, log_text: str | None = None, log_path: Path | None = None,
                           interval: float | None = None) -> Report:
     """The pipeline on /metrics snapshots (paths, oldest first), joined with a log when one is given."""
-    from triage.metricinputs import read_files
-    from triage.sources import open_log
+    from triage.metrics.inputs import read_files
+    from triage.sources.files import open_log
     read = read_files([str(p) for p in metrics], interval)
     tmp = None
     if log_text is not None:

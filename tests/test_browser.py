@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli, note_artifacts
+from conftest import ROOT, note_artifacts, run_cli
 
 REPORTS = ROOT / "tests" / "reports"
 CASES = sorted(p.stem for p in (REPORTS / "inputs").glob("*.log"))
@@ -161,7 +161,7 @@ def test_copy_button_works_and_the_command_is_plain_text(browser, pages):
     button = browser.find_element(By.ID, "copy")
     assert button.is_displayed()
     button.click()
-    from selenium.webdriver.support.ui import WebDriverWait   # the clipboard answers asynchronously
+    from selenium.webdriver.support.ui import WebDriverWait  # the clipboard answers asynchronously
     WebDriverWait(browser, 10).until(lambda _: button.text in ("Copied", "Press Ctrl+C"))
     assert open_page(browser, page)["errors"] == []
     browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})

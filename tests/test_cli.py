@@ -170,7 +170,8 @@ def test_a_text_report_does_not_load_http_templates_or_gpu_code(tmp_path):
     import sys
     log = tmp_path / "x.log"
     log.write_text("(APIServer pid=1) INFO 11-29 21:00:01 [api_server.py:1885] vLLM API server version 0.10.2\n")
-    heavy = ("requests", "urllib3", "jinja2", "triage.gpu", "triage.selftest", "triage.alerts", "triage.metricinputs")
+    heavy = ("requests", "urllib3", "jinja2", "triage.gpu.probe", "triage.selftest", "triage.alerts",
+             "triage.metrics.inputs")
     for args in (["--version"], [str(log)]):
         code = ("import sys, runpy; sys.argv = ['vtriage', *sys.argv[1:]]\n"
                 "try:\n    runpy.run_module('triage', run_name='__main__')\nexcept SystemExit:\n    pass\n"
@@ -297,5 +298,5 @@ def test_one_vllm_version_syntax_everywhere(command):
 def test_the_max_bytes_default_is_the_http_readers_limit():
     """--max-bytes' default is written out in the CLI (so it starts without requests): the same limit."""
     from triage.cli import _SIZE, DEFAULT_MAX_BYTES
-    from triage.httpget import MAX_BYTES
+    from triage.metrics.httpget import MAX_BYTES
     assert _SIZE.convert(DEFAULT_MAX_BYTES, None, None) == MAX_BYTES

@@ -1,5 +1,5 @@
 """The command to paste is the incident's own launch with the fix applied, and every flag in it is one that
-vLLM release's parser accepts (triage/vllm_args.json, extracted from the release wheels)."""
+vLLM release's parser accepts (triage/report/vllm_args.json, extracted from the release wheels)."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,17 @@ import tomllib
 
 import pytest
 
-from triage.command import (API_SERVER, SERVE, argument_list, build_command, check_command, known_releases,
-                            read_launch, release_key)
 from triage.model import Fix
+from triage.report.command import (
+    API_SERVER,
+    SERVE,
+    argument_list,
+    build_command,
+    check_command,
+    known_releases,
+    read_launch,
+    release_key,
+)
 
 from conftest import FIXTURES, SHARED, diagnose_files, diagnose_text, run_cli
 

@@ -6,8 +6,8 @@ import json
 import jsonschema
 
 from triage.cli import facts_markdown
-from triage.vocabulary import VERDICTS
 from triage.render.json import report_dict
+from triage.vocabulary import VERDICTS
 
 from conftest import ROOT, diagnose_text
 
@@ -37,6 +37,7 @@ def test_report_matches_the_schema(kit):
 def test_readme_example_output_is_what_vtriage_prints(update_golden):
     """The README's example is real: running its command prints exactly the block shown."""
     import re
+
     from conftest import run_cli
     readme = (ROOT / "README.md").read_text()
     m = re.search(r"<!-- example-output: vtriage (\S+) -->\n```text\n(.*?)\n```\n<!-- /example-output -->",

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from triage.envelope import records, strip_ansi
+from triage.logs.envelope import records, strip_ansi
 
 LINE = "INFO 09-30 10:01:12 [gpu_model_runner.py:2007] Model loading took 15.2683 GiB and 9.81 seconds"
 MESSAGE = "Model loading took 15.2683 GiB and 9.81 seconds"

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
+from triage.decide.ruleset import load_rules
 from triage.render.text import render_text
 
 from conftest import FIXTURES, RULES_DIR, diagnose_files, diagnose_text
-from triage.ruleset import load_rules
 
 RULES = load_rules(RULES_DIR)
 # Lines that say something went wrong, whatever vtriage makes of them.

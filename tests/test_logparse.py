@@ -1,7 +1,7 @@
 """Parsing in context: wrapped lines, tracebacks, coverage, restarts, several files as one incident."""
 from __future__ import annotations
 
-from triage.logparse import LogParse, merge_events, split_attempts
+from triage.logs.parse import LogParse, merge_events, split_attempts
 from triage.redact import Redactor
 
 from conftest import diagnose_text

@@ -1,13 +1,13 @@
-"""One reader of a log line's time (triage/logtime.py): vLLM's yearless stamp, with milliseconds, a
+"""One reader of a log line's time (triage/logs/logtime.py): vLLM's yearless stamp, with milliseconds, a
 syslog wrapper's and kubectl's ISO time all read the same wherever a stage orders or measures by them."""
 from __future__ import annotations
 
 import pytest
 
-from triage.envelope import records
-from triage.facts import _minutes
-from triage.logparse import merge_events
-from triage.logtime import month_day_time
+from triage.decide.log_facts import _minutes
+from triage.logs.envelope import records
+from triage.logs.logtime import month_day_time
+from triage.logs.parse import merge_events
 from triage.model import LogEvent, SourceRef
 
 LINE = "Loading model weights took 14.99 GiB"

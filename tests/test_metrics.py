@@ -10,10 +10,10 @@ import tomllib
 import pytest
 
 from triage.errors import InputError
-from triage.fleet import split_units
-from triage.metricfacts import extract_metric_facts
-from triage.metricparse import Snapshot, canonical_name, order_snapshots, parse_exposition
-from triage.metricseries import counter_increase, histogram_quantile, time_at_or_above, per_scrape
+from triage.metrics.facts import extract_metric_facts
+from triage.metrics.parse import Snapshot, canonical_name, order_snapshots, parse_exposition
+from triage.metrics.series import counter_increase, histogram_quantile, per_scrape, time_at_or_above
+from triage.report.fleet import split_units
 
 from conftest import FIXTURES, json_report, run_cli
 

@@ -6,7 +6,6 @@ so prometheus-client exposes vllm:x as vllm_x there, as it does for a real vLLM.
 """
 from __future__ import annotations
 
-
 import pytest
 
 from conftest import FIXTURES, json_report, run_cli

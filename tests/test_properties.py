@@ -9,20 +9,19 @@ import jsonschema
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from triage.envelope import records
+from triage.cli import load_toolkit
 from triage.errors import InputError
-from triage.logparse import LogParse
-from triage.metricparse import parse_exposition
-from triage.vocabulary import VERDICTS
+from triage.logs.envelope import records
+from triage.logs.parse import LogParse
+from triage.metrics.parse import parse_exposition
 from triage.pipeline import Incident, build_report
 from triage.redact import Redactor
 from triage.render.json import report_dict
-from triage.sources import LineReader, open_log
+from triage.sources.files import LineReader, open_log
+from triage.vocabulary import VERDICTS
 
 from conftest import RULES_DIR
 from test_docs import SCHEMA
-
-from triage.cli import load_toolkit
 
 KIT = load_toolkit(str(RULES_DIR))
 SAMPLES = [sample for sig in KIT.signatures.signatures for sample in sig.samples]
@@ -133,6 +132,7 @@ def test_fuzz_target_runs_on_the_fixture_corpus():
     """bench/fuzz.py's target (the whole parser middle) accepts every fixture and mangled copies of them."""
     import importlib.util
     import random
+
     from conftest import FIXTURES, ROOT
     spec = importlib.util.spec_from_file_location("fuzz", ROOT / "bench" / "fuzz.py")
     fuzz = importlib.util.module_from_spec(spec)
@@ -218,7 +218,7 @@ def glued_records(draw) -> str:
 @example("x(APIServer pid=1) INFO 01-02 03:04:05 msg")
 @example("100%|###|INFO 01-02 03:04:05 msg")
 def test_glue_precheck_never_hides_a_split(piece):
-    from triage.envelope import _GLUED, _may_hold_glued_record
+    from triage.logs.envelope import _GLUED, _may_hold_glued_record
     if len([p for p in _GLUED.split(piece) if p]) > 1:
         assert _may_hold_glued_record(piece)
 
@@ -240,7 +240,7 @@ def near_bulk_line(draw) -> str:
 @given(st.lists(st.one_of(st.sampled_from(SAMPLES), st.text(max_size=300), near_bulk_line(),
                           st.sampled_from(["", "x" * 300 + "Received request r1: prompt: 'a'"])), max_size=30))
 def test_block_split_is_a_per_line_search_of_each_head(lines):
-    from triage.scan import HEAD_WINDOW, split_block
+    from triage.sources.scan import HEAD_WINDOW, split_block
     patterns = KIT.signatures.bulk_patterns
     raw = [line.encode("utf-8", "replace").replace(b"\n", b" ") for line in lines]
     block = b"".join(line + b"\n" for line in raw)
@@ -323,7 +323,7 @@ def prefixed_line(draw) -> str:
 @example("(x pid=1)(y pid=2) INFO 01-02 03:04:05 [core.py:1] text")
 @example("INFO 01-02 03:04:05 [core.py:1] a\x1b[0m")
 def test_plain_records_are_what_the_full_envelope_gives(line):
-    from triage import envelope
+    from triage.logs import envelope
     fast = envelope.plain_record(9, line)
     if fast is None:
         return
@@ -335,7 +335,7 @@ def test_plain_records_are_what_the_full_envelope_gives(line):
 @given(st.one_of(anchor_soup(), stats_message(), st.text(max_size=80)))
 def test_anchors_are_found_the_same_without_the_aho_corasick_wheel(message):
     """Where ahocorasick-rs has no wheel, the regex trie finds the same anchors."""
-    from triage import signatures
+    from triage.logs import signatures
     plain = {a for a in ANCHORS if a in message}
     assert KIT.signatures.anchors_in(message) == plain
     automaton, KIT.signatures._automaton = KIT.signatures._automaton, None

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from triage.engine import evaluate
+from triage.decide.engine import evaluate
+from triage.decide.ruleset import load_rules, parse_condition
 from triage.errors import RuleError
+from triage.logs.signatures import load_signatures
 from triage.model import Fact
-from triage.ruleset import load_rules, parse_condition
 from triage.ruletests import example_problem
-from triage.signatures import load_signatures
 from triage.vocabulary import VERDICTS
 
 from conftest import FIXTURES, RULES_DIR, run_cli

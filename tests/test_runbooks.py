@@ -8,8 +8,8 @@ import tomllib
 
 import pytest
 
+from triage.report.runbooks import SECTIONS
 from triage.vocabulary import SEVERITIES, VERDICTS
-from triage.runbooks import SECTIONS
 
 from conftest import FIXTURES, ROOT, diagnose_files, run_cli
 

@@ -5,10 +5,11 @@ import random
 
 import pytest
 
-from triage import logparse, sources
-from triage.logparse import LogParse, split_attempts
+from triage.logs import parse as logparse
+from triage.logs.parse import LogParse, split_attempts
 from triage.redact import Redactor
-from triage.sources import LineReader, iter_lines, open_log
+from triage.sources import files as sources
+from triage.sources.files import LineReader, iter_lines, open_log
 
 from conftest import diagnose_files, diagnose_text
 

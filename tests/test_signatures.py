@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from triage.envelope import records
 from triage.errors import RuleError
+from triage.logs.envelope import records
+from triage.logs.signatures import load_signatures
 from triage.ruletests import sample_problem
-from triage.signatures import load_signatures
 
 from conftest import RULES_DIR
 
@@ -44,7 +44,9 @@ def test_every_failure_kind_has_a_signature():
 def test_the_signatures_use_the_whole_vocabulary_and_nothing_else():
     """Every event and failure kind of triage/vocabulary.py is some signature's, and the code's own
     groupings of kinds name only words of the vocabulary (a kind no signature gives is dead code)."""
-    from triage import facts, logparse, pipeline
+    from triage import pipeline
+    from triage.decide import log_facts as facts
+    from triage.logs import parse as logparse
     from triage.vocabulary import EVENT_KINDS, FAILURE_KINDS, GENERIC_FAILURES, MEMORY_FAILURES, REQUEST_FAILURES
     assert {s.kind for s in SIGNATURES.signatures} == EVENT_KINDS
     assert {s.failure for s in SIGNATURES.signatures if s.failure} == FAILURE_KINDS

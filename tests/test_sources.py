@@ -8,7 +8,7 @@ import lzma
 import pytest
 
 from triage.errors import InputError
-from triage.sources import MAX_LINE_BYTES, LineReader, iter_lines, open_log
+from triage.sources.files import MAX_LINE_BYTES, LineReader, iter_lines, open_log
 
 BODY = b"INFO 01-01 00:00:00 worker.py:1] first\nsecond line\n"
 

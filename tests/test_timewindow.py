@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from triage.errors import InputError
+from triage.logs.timewindow import parse_time, resolve_times, window_bounds
 from triage.model import LogEvent, SourceRef
-from triage.timewindow import parse_time, resolve_times, window_bounds
 
 from conftest import FIXTURES, run_cli
 from test_docs import SCHEMA

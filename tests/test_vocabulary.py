@@ -10,7 +10,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from triage.cli import cli
-from triage.ruleset import load_rules
+from triage.decide.ruleset import load_rules
 
 from conftest import FIXTURES, ROOT, run_cli
 
@@ -86,8 +86,9 @@ def test_version_and_exit_codes_read_the_same_in_every_help():
 def test_the_reasoning_names_failures_and_phases_in_words_not_ids(kit):
     """Ruled-out reasons and findings are read by people: 'it failed during weight loading', never the
     ids rules and JSON use (cuda_oom, loading_weights, kv_cache_allocation)."""
-    from conftest import diagnose_files
     from triage.vocabulary import FAILURE_KINDS, PHASES
+
+    from conftest import diagnose_files
     ids = re.compile(r"\b(" + "|".join(sorted(w for w in FAILURE_KINDS | set(PHASES) if "_" in w)) + r")\b")
     logs = sorted((FIXTURES / "logs").rglob("*.log"))
     assert len(logs) > 50

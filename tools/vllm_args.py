@@ -1,4 +1,4 @@
-"""Extract vLLM's server arguments, per release, into triage/vllm_args.json (run only on purpose).
+"""Extract vLLM's server arguments, per release, into triage/report/vllm_args.json (run only on purpose).
 
     pip download vllm==0.10.2 --no-deps -d /tmp/vllm-0.10.2 && cd /tmp/vllm-0.10.2 && unzip -q *.whl
     python tools/vllm_args.py /tmp/vllm-0.10.2 [/tmp/vllm-0.11.0 ...]     # each folder holds an unzipped wheel
@@ -22,7 +22,7 @@ import re
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "triage" / "vllm_args.json"
+OUT = Path(__file__).resolve().parent.parent / "triage" / "report" / "vllm_args.json"
 _UNSET = object()
 
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Sequence
 import click
 
 from . import __version__
+from .decide.gate import unjudgeable_input, verdicts_failing
+from .decide.suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
 from .errors import InputError, NotEnoughInput, TriageError
-from .gate import unjudgeable_input, verdicts_failing
 from .model import Report
 from .render import RENDERERS
-from .suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
 from .vocabulary import VERDICTS
 
 # The rest is imported where it is used: `vtriage --version` and a small log must not wait for HTTP,
@@ -33,9 +33,9 @@ from .vocabulary import VERDICTS
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .gpu import GpuSnapshot
-    from .httpget import HttpOptions
-    from .metricinputs import MetricsRead
+    from .gpu.probe import GpuSnapshot
+    from .metrics.httpget import HttpOptions
+    from .metrics.inputs import MetricsRead
     from .model import Fact
     from .pipeline import Toolkit
 
@@ -54,9 +54,9 @@ def exit_code_for(verdict: str) -> int:
 
 
 def load_toolkit(rules_dir: str | None) -> Toolkit:
+    from .decide.ruleset import load_rules
+    from .logs.signatures import load_signatures
     from .pipeline import Toolkit
-    from .ruleset import load_rules
-    from .signatures import load_signatures
     directory = Path(rules_dir) if rules_dir else None
     return Toolkit(rules=load_rules(directory),
                    signatures=load_signatures(directory / "signatures" if directory else None))
@@ -236,7 +236,7 @@ def cli() -> None:
 def _http_options(headers: Sequence[str], ca_cert: str | None, insecure: bool, connect_timeout: float,
                   read_timeout: float, max_bytes: int, api_key: bool) -> HttpOptions:
     """Headers from --header, plus vLLM's own convention: VLLM_API_KEY as a bearer token."""
-    from .httpget import HttpOptions, parse_header
+    from .metrics.httpget import HttpOptions, parse_header
     parsed = dict(parse_header(h) for h in headers)
     key = os.environ.get("VLLM_API_KEY")
     if api_key and key and not any(name.lower() == "authorization" for name in parsed):
@@ -272,7 +272,7 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
     interval_given = ctx.get_parameter_source("interval") == click.core.ParameterSource.COMMANDLINE
     if not given:
         return None
-    from .metricinputs import read_files, read_prometheus, read_urls
+    from .metrics.inputs import read_files, read_prometheus, read_urls
     if o["metrics_files"]:
         return read_files(o["metrics_files"], o["interval"] if interval_given else None)
     web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"], o["max_bytes"])
@@ -402,7 +402,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
 
     What the log lacks can be given: --gpu NAME or --gpu-memory-gib, --gpus, --model-config."""
     from .pipeline import Incident, build_report
-    from .sources import open_log
+    from .sources.files import open_log
     metrics_files = metric_options["metrics_files"]
     fmt = output_format(ctx, fmt.lower(), output, sorted(RENDERERS))
     metrics_given = any(metric_options[k] for k in ("metrics_files", "metrics_urls", "prometheus_url"))
@@ -429,7 +429,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
     metrics = _read_metrics(ctx, metric_options)
     since, until = metric_options["since"], metric_options["until"]
-    from .timewindow import utc_now
+    from .logs.timewindow import utc_now
     window = (since, until, utc_now()) if (since or until) and not metric_options["prometheus_url"] else None
     incident = Incident(logs=tuple(inputs), metrics=metrics, gpu=snapshot, window=window, given=given,
                         redact=not no_redact, redact_prompts=redact_prompts,
@@ -495,7 +495,7 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
         walk(kit.rules.roots, 0)
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
     for sig in kit.signatures.signatures:
-        from .signatures import MATCH_TIMEOUT_S, nested_quantifier
+        from .logs.signatures import MATCH_TIMEOUT_S, nested_quantifier
         if nested_quantifier(sig.pattern.pattern):
             click.echo(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
                        f"(like (a+)+): it can take exponential time on a line it almost matches; each search is cut "
@@ -540,7 +540,7 @@ def _changes(options: dict) -> dict:
 
 def _log_facts(path: str, rules_dir: str | None) -> Mapping[str, Fact]:
     from .pipeline import Incident, build_report
-    from .sources import open_log
+    from .sources.files import open_log
     kit = load_toolkit(rules_dir)
     report = build_report(Incident(logs=(open_log(path),)), kit)
     facts = report.diagnosis.facts
@@ -551,8 +551,8 @@ def _log_facts(path: str, rules_dir: str | None) -> Mapping[str, Fact]:
 
 
 def _lengths_from_metrics(paths: tuple[str, ...]):
-    from .metricinputs import read_files
     from .capacity.lengths import observed_lengths
+    from .metrics.inputs import read_files
     lengths = observed_lengths(read_files(paths, None).samples) if paths else None
     if paths and lengths is None:
         click.echo("vtriage: warning: no vllm:request_prompt_tokens / vllm:request_generation_tokens histograms "
@@ -564,7 +564,7 @@ def _spec(path: str | None):
     if not path:
         return None
     from .capacity.hfconfig import spec_from_json
-    from .sources import read_model_config
+    from .sources.files import read_model_config
     text, where = read_model_config(path)
     return spec_from_json(text, where)
 
@@ -716,11 +716,11 @@ def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None,
 
 def _gpu_snapshot(path: str | None, probe_now: bool, vllm_pids: Sequence[int]) -> GpuSnapshot | None:
     if path:
-        from .gpusmi import read_gpu_input
-        from .sources import read_small_text
+        from .gpu.smi import read_gpu_input
+        from .sources.files import read_small_text
         return read_gpu_input(read_small_text(path), path, vllm_pids)
     if probe_now:
-        from .gpu import import_nvml, probe
+        from .gpu.probe import import_nvml, probe
         return probe(import_nvml(), vllm_pids)
     return None
 
@@ -746,10 +746,10 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
         raise click.UsageError(f"--json and --format {fmt} contradict each other; give --format json")
     fmt = output_format(ctx, "json" if as_json else fmt.lower(), output, ("text", "json"))
     check_output(output)
-    from .gpu import import_nvml, probe, snapshot_json
-    from .gpusmi import read_gpu_input
+    from .gpu.probe import import_nvml, probe, snapshot_json
+    from .gpu.smi import read_gpu_input
     from .render.gpu import render_gpu_text
-    from .sources import read_small_text
+    from .sources.files import read_small_text
     snap = read_gpu_input(read_small_text(from_file), from_file, vllm_pids) if from_file else \
         probe(import_nvml(), vllm_pids)
     text = snapshot_json(snap) if fmt == "json" else render_gpu_text(snap)
@@ -765,7 +765,7 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
 def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:
     """The report of log files alone (no metrics), as `vtriage FILE...` would give it."""
     from .pipeline import Incident, build_report
-    from .sources import open_log
+    from .sources.files import open_log
     return build_report(Incident(logs=tuple(open_log(path) for path in files), redact=not no_redact), kit)
 
 
@@ -787,8 +787,8 @@ def diff_command(ctx: click.Context, pair: tuple[str, ...], before: tuple[str, .
                  no_config: bool, ignore: tuple[str, ...]) -> None:
     """Did the fix work? Compare the server's log BEFORE and AFTER a change: verdict, KV headroom,
     preemption, concurrency and settings, side by side. Exits as `vtriage AFTER` would."""
-    from .diff import compare
     from .render.diff import render_diff_json, render_diff_text
+    from .report.diff import compare
     if pair and (before or after):
         raise click.UsageError("give BEFORE AFTER, or --before/--after, not both")
     if pair:
@@ -834,9 +834,10 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
                    rules_dir: str | None, config_path: str | None, no_config: bool, ignore: tuple[str, ...]) -> None:
     """Print alert rules that would catch LOG's failure next time: KV cache near full, preemption rate,
     a growing queue, restarts; with the metric names of the vLLM version in LOG (or --vllm-version)."""
-    from .alerts import AlertSpec, header_lines, metric_names, render
-    from .runbooks import runbook_link
     import re
+
+    from .alerts import AlertSpec, header_lines, metric_names, render
+    from .report.runbooks import runbook_link
     if namespace is not None and not re.fullmatch(_DNS_LABEL, namespace):
         raise click.UsageError(f"--namespace {namespace!r} is not a Kubernetes namespace name (lower case, digits, -)")
     if '"' in container or "\\" in container:
@@ -905,7 +906,7 @@ def selftest_command(fixtures_dir: str | None, rules_dir: str | None, fmt: str, 
 def explain_command(topic: str | None, fmt: str, rules_dir: str | None) -> None:
     """Print the runbook for VERDICT (or for the verdict a RULE gives; any case); without one, list them."""
     from .render.runbook import render_runbook_text
-    from .runbooks import resolve_topic, runbook_text
+    from .report.runbooks import resolve_topic, runbook_text
     kit = load_toolkit(rules_dir)
     if topic is None:
         for verdict in VERDICTS:

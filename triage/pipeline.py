@@ -15,27 +15,42 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import __version__
-from .command import headline_command
-from .engine import diagnose
-from .facts import FACTS, extract_facts
-from .fleet import Unit, instance_views, key_figures, split_units, unit_name, worst
-from .logparse import Attempt, LogParse, merge_events, split_attempts, startup_context
-from .metricfacts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, extract_metric_facts, merge_facts
-from .metricparse import MetricSample
-from .metricseries import per_scrape
-from .model import (AttemptSummary, CoverageGroup, Diagnosis, Fact, FleetView, InputSummary, LogEvent, MetricsOrigin,
-                    RankMemory, Report, Suppression, TimelinePoint, TimeWindow, WeightsEstimate)
+from .decide.engine import diagnose
+from .decide.log_facts import extract_facts
+from .decide.ruleset import RuleSet
+from .facts import FACTS
+from .logs.parse import Attempt, LogParse, merge_events, split_attempts, startup_context
+from .logs.signatures import SignatureSet
+from .logs.timewindow import apply_window
+from .metrics.facts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, extract_metric_facts, merge_facts
+from .metrics.parse import MetricSample
+from .metrics.series import per_scrape
+from .model import (
+    AttemptSummary,
+    CoverageGroup,
+    Diagnosis,
+    Fact,
+    FleetView,
+    InputSummary,
+    LogEvent,
+    MetricsOrigin,
+    RankMemory,
+    Report,
+    Suppression,
+    TimelinePoint,
+    TimeWindow,
+    WeightsEstimate,
+)
 from .redact import Redactor
-from .runbooks import runbook_link
-from .ruleset import RuleSet
-from .signatures import SignatureSet
-from .sources import LineReader, LogInput
-from .timewindow import apply_window
+from .report.command import headline_command
+from .report.fleet import Unit, instance_views, key_figures, split_units, unit_name, worst
+from .report.runbooks import runbook_link
+from .sources.files import LineReader, LogInput
 
 if TYPE_CHECKING:
     from .capacity.registry import Given
-    from .gpu import GpuSnapshot
-    from .metricinputs import MetricsRead
+    from .gpu.probe import GpuSnapshot
+    from .metrics.inputs import MetricsRead
 
 SCHEMA_VERSION = 1
 
@@ -80,7 +95,7 @@ def facts_for(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_
 
 
 def decide(facts: Mapping[str, Fact], kit: Toolkit, full: bool = True) -> Diagnosis:
-    """The decision tree over the facts (triage/engine.py): the verdict, its evidence, the classes ruled out."""
+    """The decision tree over the facts (triage/decide/engine.py): the verdict, its evidence, the classes ruled out."""
     return diagnose(kit.rules, facts, {x.rule_id: x for x in kit.suppressions}, full=full)
 
 
@@ -89,7 +104,8 @@ def prescribe(diagnosis: Diagnosis, kit: Toolkit, given: Given | None = None) ->
     user gave, in the order on-call reads them; unchanged when no rule chose the verdict."""
     if not diagnosis.rule_path:
         return diagnosis
-    from .capacity import NOTHING_GIVEN, prescribe as sized_fixes    # the capacity model, only once a fix is computed
+    from .capacity import NOTHING_GIVEN  # the capacity model, only once a fix is computed
+    from .capacity import prescribe as sized_fixes
     names = kit.rules.nodes[diagnosis.rule_path[-1]].fixes
     fixes = sized_fixes(names, diagnosis.facts, diagnosis.verdict, given or NOTHING_GIVEN)
     return dataclasses.replace(diagnosis, fixes=fixes)
@@ -189,7 +205,7 @@ def build_report(incident: Incident, kit: Toolkit, progress: Sequence[Callable[[
     the one on call is looking at. `progress[i]` (when given) is told the bytes of log i read so far.
 
     Metrics describe the server as it is now, so they join the last attempt. Each metrics unit
-    (instance, model, engine; see triage/fleet.py) is diagnosed joined with it, and the one whose
+    (instance, model, engine; see triage/report/fleet.py) is diagnosed joined with it, and the one whose
     problem is the most certain leads (fleet.worst). A log is joined only when the metrics are of one
     instance: with several it cannot say which one wrote it.
     """
@@ -220,7 +236,7 @@ def read(incident: Incident, kit: Toolkit, redactor: Redactor,
          progress: Sequence[Callable[[int], None]] = ()) -> Evidence:
     """The read stage: every log read once, as a stream of events cut into attempts; the metric samples.
 
-    A time window (triage/timewindow.py) needs each log's events whole, so with a window they are
+    A time window (triage/logs/timewindow.py) needs each log's events whole, so with a window they are
     collected before attempts are cut."""
     readings = [LogReading(inp, kit, redactor, progress[i] if i < len(progress) else None)
                 for i, inp in enumerate(incident.logs)]
@@ -254,7 +270,7 @@ class GpuEvidence:
 def gpu_evidence(snapshot: GpuSnapshot | None) -> GpuEvidence:
     if snapshot is None:
         return GpuEvidence({})
-    from .gpu import snapshot_facts       # only with a snapshot: a plain log report loads no GPU code
+    from .gpu.probe import snapshot_facts  # only with a snapshot: a plain log report loads no GPU code
     facts, warnings = snapshot_facts(snapshot)
     rows = len(snapshot.devices) + len(snapshot.processes)
     summary = InputSummary(path=snapshot.path, kind="gpu", lines_read=snapshot.lines or rows, lines_recognised=rows,
@@ -356,7 +372,7 @@ def _weights_needed(diagnosis: Diagnosis) -> WeightsEstimate | None:
     """The weights a model that does not fit needs, as its fixes estimate them: what the report leads with."""
     if diagnosis.verdict != "weights_dont_fit":
         return None
-    from .capacity.registry import weights_needed      # the capacity model, only once a weight fix is shown
+    from .capacity.registry import weights_needed  # the capacity model, only once a weight fix is shown
     needed = weights_needed(diagnosis.facts)
     return WeightsEstimate(needed.gib, needed.how, needed.lower_bound)
 

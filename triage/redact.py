@@ -6,10 +6,9 @@ Redaction happens once, when evidence text is captured, so no renderer can leak 
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter
 from typing import Any, Callable, Mapping
-
-import re
 
 MASK = "***"
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .envelope import records
+from .decide.ruleset import Example, Node, RuleSet
+from .logs.envelope import records
+from .logs.signatures import Signature, SignatureSet
 from .model import Report
 from .pipeline import Incident, Toolkit, build_report
-from .ruleset import Example, Node, RuleSet
 from .selftest import bundled_fixtures
-from .signatures import Signature, SignatureSet
-from .sources import LogInput, open_log
+from .sources.files import LogInput, open_log
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ def example_report(kit: Toolkit, example: Example, dirs: Sequence[Path]) -> Repo
             (open_log(str(_find(dirs, "logs", example.fixture))),) if example.fixture else ()
         if not example.metrics:
             return build_report(Incident(logs=logs), kit)
-        from .metricinputs import read_files
+        from .metrics.inputs import read_files
         read = read_files([str(_find(dirs, "metrics", m)) for m in example.metrics], None)
         return build_report(Incident(logs=logs, metrics=read), kit)
     finally:
@@ -89,7 +89,7 @@ def example_report(kit: Toolkit, example: Example, dirs: Sequence[Path]) -> Repo
 
 def fired(rules: RuleSet, report: Report, node_id: str) -> bool:
     """A node fired when it and all its ancestors hold for the diagnosed attempt."""
-    from .engine import evaluate
+    from .decide.engine import evaluate
     facts = report.diagnosis.facts
     chain = [rules.nodes[node_id]]
     while chain[-1].parent:

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from .errors import InputError
 from .pipeline import Incident, Toolkit, build_report
-from .sources import open_log
+from .sources.files import open_log
 from .vocabulary import VERDICTS
 
 _REQUIRED = ("file", "verdict")

@@ -1,6 +1,6 @@
 """A stand-in for nvidia-ml-py's `pynvml`, for machines without a GPU (CI).
 
-It implements exactly the calls triage/gpu.py makes, with the same shapes (bytes where NVML gives
+It implements exactly the calls triage/gpu/probe.py makes, with the same shapes (bytes where NVML gives
 bytes, `usedGpuMemory` None when the driver cannot say). The GPUs it reports come from the JSON
 file named by VTRIAGE_FAKE_NVML:
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, run_cli
 from triage import cli as cli_module
 from triage.cli import cli
 from triage.errors import TriageError
 
+from conftest import FIXTURES, run_cli
 from shapes import ABSURD, LOG_LINES, NUMBER, SNAPSHOT
 
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from triage.sources import files as sources
+from triage.sources.files import LineReader, open_log
+
 from conftest import ROOT, run_cli
 from hostile_support import run_measured
-from triage import sources
-from triage.sources import LineReader, open_log
 
 # 104 lines.
 STATS = ("(APIServer pid=1) INFO 09-30 10:{m:02d}:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 "

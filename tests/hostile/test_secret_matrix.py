@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from triage import cli as cli_module
 from triage.cli import cli
-from triage.gpu import probe, snapshot_json
-from triage.httpget import display_url, parse_header
 from triage.errors import InputError
+from triage.gpu.probe import probe, snapshot_json
+from triage.metrics.httpget import display_url, parse_header
 
 from shapes import FORMS, MODEL_FORMS, fill
 

@@ -8,15 +8,16 @@ import time
 
 import pytest
 
+from triage.logs.envelope import records
+from triage.logs.signatures import MatchBudget, load_signatures
+from triage.redact import Redactor
+from triage.sources import files as sources
+from triage.sources.files import LineReader, open_log
+
 from conftest import RULES_DIR, run_cli
 from hostile_support import run_measured
-from triage import sources
-from triage.envelope import records
-from triage.redact import Redactor
-from triage.signatures import MatchBudget, load_signatures
-from triage.sources import LineReader, open_log
-
 from shapes import KV, SLOW_LINES
+
 
 @pytest.mark.parametrize("name", sorted(SLOW_LINES))
 def test_each_slow_line_costs_what_its_length_does(name):

@@ -13,12 +13,30 @@ import dataclasses
 from typing import Mapping, Sequence
 
 from ..model import Fix
-from .cpu_fixes import cpu_kv_space_for_load, cpu_kv_space_for_max_model_len, cpu_kv_space_within_free, \
-    cpu_utilization_within_free
-from .kv_fixes import kv_cache_dtype_fp8, max_model_len_that_fits, max_num_seqs_for_kv, more_kv_for_preemption, \
-    tensor_parallel_for_kv, utilization_for_max_model_len
-from .memory_fixes import cpu_offload, enforce_eager, free_other_processes, not_memory_advice, smaller_weights, \
-    tensor_parallel_for_weights, utilization_headroom, utilization_within_free_memory
+from .cpu_fixes import (
+    cpu_kv_space_for_load,
+    cpu_kv_space_for_max_model_len,
+    cpu_kv_space_within_free,
+    cpu_utilization_within_free,
+)
+from .kv_fixes import (
+    kv_cache_dtype_fp8,
+    max_model_len_that_fits,
+    max_num_seqs_for_kv,
+    more_kv_for_preemption,
+    tensor_parallel_for_kv,
+    utilization_for_max_model_len,
+)
+from .memory_fixes import (
+    cpu_offload,
+    enforce_eager,
+    free_other_processes,
+    not_memory_advice,
+    smaller_weights,
+    tensor_parallel_for_weights,
+    utilization_headroom,
+    utilization_within_free_memory,
+)
 from .registry import MEMORY_VERDICTS, NOTHING_GIVEN, Facts, FixSolver, Given, names_another_process
 
 FIXES: Mapping[str, FixSolver] = {

@@ -7,9 +7,23 @@ import math
 from ..model import Fix
 from .model import GIB
 from .predict import NEEDS_CONFIG, NEEDS_GPU, Prediction
-from .registry import (DOCS_FP8_KV, DOCS_MEMORY, DOCS_PREEMPTION, MAX_PRACTICAL_UTILIZATION, NOTHING_GIVEN,
-                       SAFETY_MARGIN_RATIO, TARGET_KV_USAGE, Facts, Given, ceil2, floor2, geometry, outcome,
-                       value_of, verified)
+from .registry import (
+    DOCS_FP8_KV,
+    DOCS_MEMORY,
+    DOCS_PREEMPTION,
+    MAX_PRACTICAL_UTILIZATION,
+    NOTHING_GIVEN,
+    SAFETY_MARGIN_RATIO,
+    TARGET_KV_USAGE,
+    Facts,
+    Given,
+    ceil2,
+    floor2,
+    geometry,
+    outcome,
+    value_of,
+    verified,
+)
 
 NEEDS_SATURATION = "--metrics snapshots (or stats lines) with the KV cache usage while it was full"
 

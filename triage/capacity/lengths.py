@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..metricparse import MetricSample
+from ..metrics.parse import MetricSample
 from ..model import SourceRef
 
 PROMPT, GENERATION = "vllm:request_prompt_tokens", "vllm:request_generation_tokens"

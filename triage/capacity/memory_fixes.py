@@ -8,9 +8,25 @@ from ..model import Fix
 from ..vocabulary import default_gpu_memory_utilization
 from .kv_fixes import tensor_parallel_sizes
 from .model import version_tuple
-from .registry import (DOCS_ENGINE_ARGS, DOCS_MEMORY, DOCS_TROUBLESHOOTING, HEADROOM_MARGIN_GIB,
-                       MIN_KV_SHARE_FOR_WEIGHTS, NOTHING_GIVEN, SAFETY_MARGIN_RATIO, Facts, Given, floor2, geometry,
-                       outcome, starts, value_of, verified, weight_needs, weights_needed)
+from .registry import (
+    DOCS_ENGINE_ARGS,
+    DOCS_MEMORY,
+    DOCS_TROUBLESHOOTING,
+    HEADROOM_MARGIN_GIB,
+    MIN_KV_SHARE_FOR_WEIGHTS,
+    NOTHING_GIVEN,
+    SAFETY_MARGIN_RATIO,
+    Facts,
+    Given,
+    floor2,
+    geometry,
+    outcome,
+    starts,
+    value_of,
+    verified,
+    weight_needs,
+    weights_needed,
+)
 
 
 def _utilization(facts: Facts) -> float:

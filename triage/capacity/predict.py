@@ -10,8 +10,20 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .model import (ASSUMPTION_CONSTANT, ASSUMPTION_FP8_KV, ASSUMPTION_QUANT, ASSUMPTION_TP, GIB, LOAD_RESERVE_GIB,
-                    Geometry, Settings, _quantization, dtype_bytes, kv_value_bytes, weight_bytes)
+from .model import (
+    ASSUMPTION_CONSTANT,
+    ASSUMPTION_FP8_KV,
+    ASSUMPTION_QUANT,
+    ASSUMPTION_TP,
+    GIB,
+    LOAD_RESERVE_GIB,
+    Geometry,
+    Settings,
+    _quantization,
+    dtype_bytes,
+    kv_value_bytes,
+    weight_bytes,
+)
 
 # The `vtriage FILE` options that give what a prediction lacked.
 NEEDS_GPU = "--gpu NAME or --gpu-memory-gib GIB"

@@ -16,8 +16,21 @@ from ..model import Fact
 from ..vocabulary import DEFAULT_BLOCK_SIZE, GRAPH_BUDGET_RELEASE, default_gpu_memory_utilization
 from .hfconfig import ModelSpec
 from .lengths import Lengths
-from .model import (ASSUMED, CONFIG, DERIVED, GIB, GIVEN, Figure, Geometry, Settings, _quantization,
-                    calibrate, dtype_bytes, kv_value_bytes, version_tuple)
+from .model import (
+    ASSUMED,
+    CONFIG,
+    DERIVED,
+    GIB,
+    GIVEN,
+    Figure,
+    Geometry,
+    Settings,
+    _quantization,
+    calibrate,
+    dtype_bytes,
+    kv_value_bytes,
+    version_tuple,
+)
 from .predict import Prediction, blocks_for, predict, requests_held
 
 ASSUMED_NON_TORCH_GIB = 0.5       # CUDA context growth, NCCL and attention workspaces (0.2-0.6 in the fixture logs)

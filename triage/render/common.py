@@ -6,7 +6,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from ..facts import FACTS
-from ..model import Fact, Finding, FleetView, Fix, InputSummary, LaunchCommand, Report, SourceRef, TimeWindow
+from ..model import Fact, Finding, Fix, FleetView, InputSummary, LaunchCommand, Report, SourceRef, TimeWindow
 
 # The GPU memory picture, in the order the issue draws it. (fact, label)
 MEMORY_PARTS: tuple[tuple[str, str], ...] = (

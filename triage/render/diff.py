@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..diff import Comparison, Row
+from ..report.diff import Comparison, Row
 from .json import report_dict
 
 _MARK = {"better": "better", "worse": "WORSE", "changed": "changed", "same": "", "unknown": "",

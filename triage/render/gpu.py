@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..gpu import GpuSnapshot
+from ..gpu.probe import GpuSnapshot
 
 
 def _mib(value: float | None) -> str:

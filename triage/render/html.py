@@ -17,11 +17,30 @@ from markupsafe import Markup, escape
 
 from ..model import Fact, Report, SourceRef
 from . import charts, decision
-from .common import (attempts_sentence, clip, command_heading, coverage_sentence, fix_is_unchecked, fleet_heading,
-                     fleet_tally, format_fact, format_value, instance_figures, lead_finding, listed_fixes,
-                     neutral, no_command_sentence, ordered_facts, quiet_suppressions, redactions_sentence,
-                     references, split_match,
-                     unchecked_note, verdict_title, window_sentence)
+from .common import (
+    attempts_sentence,
+    clip,
+    command_heading,
+    coverage_sentence,
+    fix_is_unchecked,
+    fleet_heading,
+    fleet_tally,
+    format_fact,
+    format_value,
+    instance_figures,
+    lead_finding,
+    listed_fixes,
+    neutral,
+    no_command_sentence,
+    ordered_facts,
+    quiet_suppressions,
+    redactions_sentence,
+    references,
+    split_match,
+    unchecked_note,
+    verdict_title,
+    window_sentence,
+)
 
 MAX_EVIDENCE_LINES = 12      # per finding; a 1 GB log must still make a small page
 MAX_UNRECOGNISED = 20

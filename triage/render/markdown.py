@@ -11,11 +11,28 @@ from typing import Any
 
 from ..model import Report, SourceRef
 from . import decision
-from .common import (MEMORY_PARTS, clip, command_heading, coverage_sentence, fix_is_unchecked,
-                     fleet_heading, fleet_tally, format_fact, instance_figures, key_fact_names, lead_finding,
-                     listed_fixes, neutral,
-                     no_command_sentence, quiet_suppressions, redactions_sentence, references, unchecked_note,
-                     verdict_title, window_sentence)
+from .common import (
+    MEMORY_PARTS,
+    clip,
+    command_heading,
+    coverage_sentence,
+    fix_is_unchecked,
+    fleet_heading,
+    fleet_tally,
+    format_fact,
+    instance_figures,
+    key_fact_names,
+    lead_finding,
+    listed_fixes,
+    neutral,
+    no_command_sentence,
+    quiet_suppressions,
+    redactions_sentence,
+    references,
+    unchecked_note,
+    verdict_title,
+    window_sentence,
+)
 
 MAX_EVIDENCE_LINES = 12
 MAX_UNRECOGNISED = 5

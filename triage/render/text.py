@@ -6,9 +6,24 @@ from typing import Any
 
 from ..model import FleetView, Report, SourceRef
 from . import decision
-from .common import (command_heading, fix_is_unchecked, fleet_heading, fleet_tally, input_coverage, instance_figures,
-                     listed_fixes, no_command_sentence, plural, quiet_suppressions, redactions_sentence, terminal_safe,
-                     unchecked_note, unrecognised_sentence, verdict_title, window_sentence)
+from .common import (
+    command_heading,
+    fix_is_unchecked,
+    fleet_heading,
+    fleet_tally,
+    input_coverage,
+    instance_figures,
+    listed_fixes,
+    no_command_sentence,
+    plural,
+    quiet_suppressions,
+    redactions_sentence,
+    terminal_safe,
+    unchecked_note,
+    unrecognised_sentence,
+    verdict_title,
+    window_sentence,
+)
 
 _COLOURS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _VERDICT_COLOUR = {"healthy": "green", "inconclusive": "yellow", "other_failure": "yellow"}

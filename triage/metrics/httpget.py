@@ -1,6 +1,6 @@
 """The network edge: one HTTP GET with timeouts, TLS settings and headers, and every way it can
 fail turned into one line that names the URL and says what to try. Used by the live scrape
-(triage/scrape.py) and the Prometheus client (triage/promapi.py); nothing past them sees the network.
+(triage/metrics/scrape.py) and the Prometheus client (triage/metrics/promapi.py); nothing past them sees the network.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import regex
 import requests
 
-from . import __version__
-from .errors import InputError
-from .redact import Redactor
+from .. import __version__
+from ..errors import InputError
+from ..redact import Redactor
 
 _SECRET_PARAM = regex.compile(r"(?i)token|key|secret|passw|pass|pwd|auth|sig|credential|^hf$")
 _HEADER = regex.compile(r"^\s*(?P<name>[!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*:\s*(?P<value>.*?)\s*$")

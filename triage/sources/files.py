@@ -23,7 +23,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
-from .errors import InputError
+from ..errors import InputError
 from .scan import split_block
 
 MAX_LINE_BYTES = 1 << 20          # a longer physical line is cut here; the rest is skipped

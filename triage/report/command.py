@@ -8,7 +8,7 @@ to your command:" rather than pretending to be complete. Secrets (an API key, a 
 vLLM from 0.29 and by vtriage's redaction) and settings whose values are objects are never printed: they are
 listed as not recovered.
 
-Every flag is checked against the argument list of the vLLM release the log shows (triage/vllm_args.json,
+Every flag is checked against the argument list of the vLLM release the log shows (triage/report/vllm_args.json,
 extracted from each release's wheel by tools/vllm_args.py): a fix whose flag that release does not have is
 not made the command, and `check_command` parses a printed command the way that release's parser would.
 """
@@ -24,7 +24,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
 
-from .model import Fix, LaunchCommand, LogEvent, SourceRef
+from ..model import Fix, LaunchCommand, LogEvent, SourceRef
 
 SERVE, API_SERVER, OFFLINE = "vllm serve", "python -m vllm.entrypoints.openai.api_server", "LLM(...)"
 SECRET_DESTS = frozenset({"api_key", "hf_token"})        # and any value printed masked ('***')
@@ -63,8 +63,8 @@ class ArgumentList:
 
 @lru_cache(maxsize=1)
 def _releases() -> dict[str, Any]:
-    """triage/vllm_args.json unpacked: release -> {program, arguments} (the file keeps runs of releases)."""
-    data = json.loads(resources.files("triage").joinpath("vllm_args.json").read_text(encoding="utf-8"))
+    """triage/report/vllm_args.json unpacked: release -> {program, arguments} (the file keeps runs of releases)."""
+    data = json.loads(resources.files("triage.report").joinpath("vllm_args.json").read_text(encoding="utf-8"))
     releases: dict[str, Any] = {r: {"program": p, "arguments": {}} for r, p in zip(data["releases"], data["programs"])}
     for flag, runs in data["arguments"].items():
         for first, last, entry in runs:

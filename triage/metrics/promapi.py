@@ -4,7 +4,7 @@ The series come back as the same MetricSample the /metrics parser makes, one scr
 step, so the facts are computed by the same code. Evidence for a series is
 `prometheus:<series>` with line 0. Gauges and counters are read at every step; histograms only at
 the window's start and end (their increase is all the quantiles need), which keeps a large fleet's
-answer small. Network only through triage/httpget.py.
+answer small. Network only through triage/metrics/httpget.py.
 """
 from __future__ import annotations
 
@@ -16,12 +16,26 @@ from typing import Any, Sequence
 
 import regex
 
-from .errors import InputError
+from ..errors import InputError
+from ..model import SourceRef
+from .facts import (
+    CACHE_CONFIG,
+    DCGM_FREE,
+    DCGM_RESERVED,
+    DCGM_USED,
+    HISTOGRAMS,
+    KV_USAGE,
+    PREEMPTIONS,
+    PREFIX_HIT_RATE,
+    PREFIX_HITS,
+    PREFIX_QUERIES,
+    REQUEST_PREEMPTIONS,
+    RUNNING,
+    SWAPPED,
+    WAITING,
+)
 from .httpget import HttpOptions, display_url, get
-from .metricfacts import (CACHE_CONFIG, DCGM_FREE, DCGM_RESERVED, DCGM_USED, HISTOGRAMS, KV_USAGE, PREEMPTIONS,
-                          PREFIX_HIT_RATE, PREFIX_HITS, PREFIX_QUERIES, REQUEST_PREEMPTIONS, RUNNING, SWAPPED, WAITING)
-from .metricparse import MAX_SERIES, MetricSample, canonical_name, sample_time, sample_value
-from .model import SourceRef
+from .parse import MAX_SERIES, MetricSample, canonical_name, sample_time, sample_value
 
 WHAT = "a Prometheus server (its base URL, e.g. http://prometheus:9090)"
 MAX_STEPS = 240

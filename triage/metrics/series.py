@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from .metricparse import MetricSample
+from .parse import MetricSample
 
 
 def labels_key(labels: Mapping[str, str], drop: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:

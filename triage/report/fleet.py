@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from .metricparse import MetricSample
-from .model import Diagnosis, InstanceView, SourceRef
-from .vocabulary import PROBLEM_SEVERITY, SEVERITIES, VERDICTS
+from ..metrics.parse import MetricSample
+from ..model import Diagnosis, InstanceView, SourceRef
+from ..vocabulary import PROBLEM_SEVERITY, SEVERITIES, VERDICTS
 
 INSTANCE_LABELS = ("pod", "instance")
 GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's own pod label is renamed on scrape

@@ -3,19 +3,18 @@
 Metric names changed across vLLM versions; every alias maps to one fact here, so rules never see a
 metric name. One snapshot gives levels and counters since the server started; several give deltas
 and, when their times are known, rates. The samples given are those of one engine of one server
-(see triage/fleet.py, which splits them).
+(see triage/report/fleet.py, which splits them).
 """
 from __future__ import annotations
 
 import math
 from typing import Mapping, Sequence
 
-from .facts import FACTS
-from .metricparse import MetricSample, sample_value
-from .metricseries import (counter_increase, histogram_quantile, histogram_window, per_scrape, time_at_or_above,
-                           window_seconds)
-from .model import Fact, SourceRef
-from .vocabulary import KV_SATURATED
+from ..facts import FACTS
+from ..model import Fact, SourceRef
+from ..vocabulary import KV_SATURATED
+from .parse import MetricSample, sample_value
+from .series import counter_increase, histogram_quantile, histogram_window, per_scrape, time_at_or_above, window_seconds
 
 # Each tuple lists one quantity's names, preferred first; only the first name present is read.
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")

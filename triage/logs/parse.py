@@ -10,16 +10,16 @@ from __future__ import annotations
 import collections
 import dataclasses
 import heapq
-from dataclasses import dataclass, field
 import re
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from ..model import CoverageGroup, InputSummary, LogEvent, SourceRef
+from ..redact import Redactor, clip
+from ..vocabulary import KV_SATURATED, PHASE_RANK
 from .envelope import Record, records
 from .logtime import month_day_time
-from .model import CoverageGroup, InputSummary, LogEvent, SourceRef
-from .redact import Redactor, clip
 from .signatures import MatchBudget, Signature, SignatureSet
-from .vocabulary import KV_SATURATED, PHASE_RANK
 
 MAX_EVIDENCE_CHARS = 600
 REDACT_WINDOW = MAX_EVIDENCE_CHARS + 16_384   # what an unrecognised line is redacted over (a secret is < 8 KiB)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import difflib
 from importlib import resources
 
-from .errors import InputError
-from .ruleset import RuleSet
-from .vocabulary import VERDICTS
+from ..decide.ruleset import RuleSet
+from ..errors import InputError
+from ..vocabulary import VERDICTS
 
 SECTIONS = ("Meaning", "Impact", "Diagnosis", "Mitigation")
 

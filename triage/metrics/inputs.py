@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..model import InputSummary, MetricsOrigin
+from ..sources.files import read_small_text
 from . import promapi, scrape
 from .httpget import HttpOptions, display_url
-from .metricparse import MetricSample, Snapshot, declared_vllm_metrics, order_snapshots, parse_exposition
-from .model import InputSummary, MetricsOrigin
-from .sources import read_small_text
+from .parse import MetricSample, Snapshot, declared_vllm_metrics, order_snapshots, parse_exposition
 
 
 @dataclass(frozen=True)

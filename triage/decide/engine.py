@@ -14,11 +14,10 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .facts import FACTS
-from .model import Diagnosis, Fact, Finding, RuledOut, SourceRef, SuppressedFinding, Suppression
+from ..facts import FACTS
+from ..model import Diagnosis, Fact, Finding, RuledOut, SourceRef, SuppressedFinding, Suppression
+from ..vocabulary import UNDECIDED, VALUE_WORDS, problems_first
 from .ruleset import Condition, Node, RuleSet
-from .vocabulary import UNDECIDED, VALUE_WORDS, problems_first
-
 
 
 def evaluate(cond: Condition, facts: Mapping[str, Fact]) -> bool | None:

@@ -30,10 +30,10 @@ from typing import Sequence
 
 import regex
 
-from .errors import InputError
+from ..errors import InputError
+from ..metrics.parse import MetricSample
+from ..model import LogEvent, TimeWindow
 from .logtime import month_day_time
-from .metricparse import MetricSample
-from .model import LogEvent, TimeWindow
 
 _ISO = regex.compile(r"^(\d{4})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:[.,](\d+))?)?)?\s*(Z|[+-]\d\d:?\d\d)?$")
 _CLOCK = regex.compile(r"^(\d{1,2}):(\d\d)(?::(\d\d))?$")

@@ -8,10 +8,9 @@ more `Record`s: the message text signatures match against, plus the process, lev
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
-
-import re
 
 # Real escape sequences, the caret form a terminal copy leaves (^[[0;36m), the forms a JSON envelope
 # escapes (\u001b[32m, as docker json-file writes them), and bare remnants ([36m). An OSC sequence

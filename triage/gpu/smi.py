@@ -18,9 +18,9 @@ from typing import Sequence
 
 import regex
 
-from .errors import InputError
-from .gpu import GpuDevice, GpuProcess, GpuSnapshot, classify, merge_snapshots, read_snapshot_json
-from .model import SourceRef
+from ..errors import InputError
+from ..model import SourceRef
+from .probe import GpuDevice, GpuProcess, GpuSnapshot, classify, merge_snapshots, read_snapshot_json
 
 _GPU_ROW = regex.compile(r"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off)\s+\|")
 _MEMORY = regex.compile(r"(?<!\d)(\d{1,12})\s*MiB\s*/\s*(\d{1,12})\s*MiB")   # more digits: not a GPU

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
-from .errors import InputError
-from .model import SourceRef
+from ..errors import InputError
+from ..model import SourceRef
 
 MAX_SERIES = 50_000        # samples in one exposition: a vLLM server has hundreds, a node with its GPUs a few thousand
 _SAMPLE_LINE = re.compile(r"^\s*(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+\S")
@@ -110,7 +110,7 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
     `label_sets`, given the same for several snapshots of a server, lets the same series share one
     labels dict, so another snapshot of 23k series costs no new dicts.
     """
-    from prometheus_client.parser import text_fd_to_metric_families   # only when metrics are given
+    from prometheus_client.parser import text_fd_to_metric_families  # only when metrics are given
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"

@@ -14,9 +14,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .errors import RuleError
-from .facts import FACTS
-from .vocabulary import CONFIDENCES, FACT_VALUES, SEVERITIES, VERDICTS
+from ..errors import RuleError
+from ..facts import FACTS
+from ..vocabulary import CONFIDENCES, FACT_VALUES, SEVERITIES, VERDICTS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")
 _NODE_KEYS = {"id", "parent", "order", "title", "when", "verdict", "confidence", "summary", "why", "settle", "fixes",
@@ -314,7 +314,7 @@ def _load_classes(directory: Path) -> dict[str, VerdictClass]:
 
 def load_rules(directory: Path | None = None, fix_names: Iterable[str] | None = None) -> RuleSet:
     """Load every node, check the tree (parents exist, no cycles) and the verdict classes."""
-    from .capacity import FIXES  # the solvers the rules may name
+    from ..capacity import FIXES  # the solvers the rules may name
     directory = Path(directory or default_rules_dir())
     names = set(fix_names if fix_names is not None else FIXES)
     files = sorted(directory.glob("*.toml"))

@@ -1,6 +1,6 @@
 """Scrape a live vLLM `/metrics` endpoint a few times, some seconds apart, so counters give rates.
 
-Network only through triage/httpget.py; the bodies become ordinary snapshots, parsed and timed the
+Network only through triage/metrics/httpget.py; the bodies become ordinary snapshots, parsed and timed the
 same way as saved files. The caller (the CLI) passes `progress` to show a countdown on a terminal.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Callable, Sequence
 
 import requests
 
-from .errors import InputError
+from ..errors import InputError
 from .httpget import HttpOptions, display_url, get
-from .metricparse import MetricSample, Snapshot, TooManySeries, parse_exposition
+from .parse import MetricSample, Snapshot, TooManySeries, parse_exposition
 
 WHAT = "a vLLM /metrics endpoint (vLLM serves it on its API port: http://HOST:8000/metrics)"
 Progress = Callable[[int, int, float], None]      # (samples taken, samples wanted, seconds to the next)

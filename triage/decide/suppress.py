@@ -9,7 +9,7 @@
 
 The file is found in the current directory or the nearest parent, stopping at the git root or the
 home directory; `--config PATH` names one, `--no-config` skips it. A suppressed rule is still
-evaluated and listed as SUPPRESSED; it just never decides the verdict (see triage/engine.py).
+evaluated and listed as SUPPRESSED; it just never decides the verdict (see triage/decide/engine.py).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .errors import ConfigError
-from .model import Suppression
+from ..errors import ConfigError
+from ..model import Suppression
 
 if TYPE_CHECKING:     # annotations only: importing the rules costs `vtriage --version` its start-up
     from .ruleset import RuleSet
@@ -59,7 +59,7 @@ def _hint(name: str, known: Iterable[str], fallback: str) -> str:
 
 def _line_of(text: str, rule: str, occurrence: int) -> int | None:
     """The line of the n-th `rule = "..."` naming `rule`, so the report can point at it."""
-    import regex      # only to point at the line of a bad rule
+    import regex  # only to point at the line of a bad rule
     pattern = regex.compile(r"^\s*rule\s*=\s*[\"']" + regex.escape(rule) + r"[\"']", regex.M)
     hits = [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)]
     return hits[occurrence] if occurrence < len(hits) else (hits[0] if hits else None)

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .model import Report
-from .ruleset import VerdictClass
-from .vocabulary import SEVERITIES
+from ..decide.ruleset import VerdictClass
+from ..model import Report
+from ..vocabulary import SEVERITIES
 
 # (section, [(fact, which way is better: "up", "down" or None for neither)])
 SECTIONS: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] = (

@@ -10,9 +10,9 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from .errors import InputError
-from .model import Report
-from .vocabulary import SEVERITIES, VERDICTS
+from ..errors import InputError
+from ..model import Report
+from ..vocabulary import SEVERITIES, VERDICTS
 
 if TYPE_CHECKING:     # annotations only: importing the rules costs `vtriage --version` its start-up
     from .ruleset import VerdictClass

@@ -22,9 +22,9 @@ try:        # Aho-Corasick in Rust: all anchors of a line in one pass, several t
 except ImportError:         # no wheel for this platform: the regex trie below finds the same anchors
     ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
 
-from .errors import RuleError
-from .scan import bulk_pattern
-from .vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES
+from ..errors import RuleError
+from ..sources.scan import bulk_pattern
+from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES
 
 MATCH_TIMEOUT_S = 0.25      # a pathological user regex must not hang the tool: each search gets this long
 SLOW_BUDGET_S = 5.0         # per input: once timeouts have cost this much, patterns that timed out are skipped

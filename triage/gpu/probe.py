@@ -5,7 +5,7 @@ GPU's memory and its compute processes. A process is vLLM when its name or comma
 (`vllm`, `VLLM::EngineCore`, Ray's `RayWorkerWrapper`), or when it is (a child of) a `--vllm-pid`.
 The figures become facts (`other_processes_gib`, `other_processes`, `gpu_total_gib`) with the snapshot
 as evidence, for `vtriage LOG --gpu-snapshot gpu.json` or `--probe-gpu`. Pasted `nvidia-smi` output is
-read by triage/gpusmi.py into the same GpuSnapshot.
+read by triage/gpu/smi.py into the same GpuSnapshot.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import regex
 
-from .errors import InputError, TriageError
-from .facts import FACTS
-from .model import Fact, SourceRef
-from .redact import Redactor
+from ..errors import InputError, TriageError
+from ..facts import FACTS
+from ..model import Fact, SourceRef
+from ..redact import Redactor
 
 EXIT_NO_GPU = 4
 SNAPSHOT_FORMAT = 1

@@ -1,0 +1,652 @@
+"""From a startup attempt's log events to facts (triage/facts.py names them), each with the lines that
+support it. A figure the log does not give is absent, never zero."""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ..facts import FACTS
+from ..logs.logtime import month_day_time
+from ..logs.signatures import SignatureSet
+from ..model import Fact, LogEvent, SourceRef
+from ..vocabulary import (
+    DEFAULT_BLOCK_SIZE,
+    GENERIC_FAILURES,
+    KV_SATURATED,
+    MEMORY_FAILURES,
+    PHASE_RANK,
+    PHASES,
+    REQUEST_FAILURES,
+    default_gpu_memory_utilization,
+)
+
+SELF_MATCH_GIB = 1.5        # torch's "Process N has X" is vLLM itself when X ~ its own allocations
+CUDA_CONTEXT_GIB = 1.0      # a process's CUDA context and libraries, outside torch's allocator (0.3-1 GiB)
+MAX_EVIDENCE = 4
+# Event kinds that show an engine serving requests, and how to say so.
+_SERVING_KINDS: Mapping[str, str] = {
+    "stats": "it printed periodic stats", "preemption": "it preempted a request",
+    "serving_progress": "it was processing prompts",
+    "request_rejected": "it answered a request it refused",
+}
+
+
+# Config keys read straight from events, with the event kinds to trust first.
+_CONFIG_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
+                "max_num_seqs", "max_num_batched_tokens", "dtype", "quantization", "kv_cache_dtype",
+                "enforce_eager", "enable_prefix_caching", "block_size", "vllm_version", "platform")
+_KIND_TRUST = {"auto_fit": 0, "kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2,
+               "max_concurrency": 2, "args": 3,
+               "engine_config": 4, "memory_profile": 5, "free_memory_low": 5, "memory_usage": 5, "version": 6,
+               "model_name": 6, "load_start": 7, "long_context_warning": 8}
+_NONE_STRINGS = frozenset({"None", "none", "", "null"})
+# Settings vLLM refuses outside these bounds: a log that shows one is mangled, and the value is unknown.
+_SETTING_BOUNDS: Mapping[str, tuple[float, float]] = {
+    "max_model_len": (1, float("inf")), "tensor_parallel_size": (1, float("inf")),
+    "pipeline_parallel_size": (1, float("inf")), "max_num_seqs": (1, float("inf")),
+    "max_num_batched_tokens": (1, float("inf")), "block_size": (1, float("inf")),
+    "gpu_memory_utilization": (1e-9, 1.0),
+}
+_V1_PROCESS = re.compile(r"^(?:EngineCore|APIServer|ApiServer|VllmWorker rank|VllmWorker |Worker|DPSupervisor)")
+_V0_PROCESS = re.compile(r"^VllmWorkerProcess\b")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+class _Facts:
+    """A small builder: first writer wins unless a caller says otherwise."""
+
+    def __init__(self) -> None:
+        self.facts: dict[str, Fact] = {}
+
+    def put(self, name: str, value: Any, evidence: Iterable[SourceRef] = (), note: str | None = None,
+            replace: bool = False) -> None:
+        if value is None or (name in self.facts and not replace):
+            return
+        spec = FACTS[name]
+        if spec.type is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = round(float(value), 4)
+        refs = tuple(dict.fromkeys(evidence))[:MAX_EVIDENCE]
+        self.facts[name] = Fact(name, value, spec.unit, refs, note)
+
+    def value(self, name: str) -> Any:
+        fact = self.facts.get(name)
+        return None if fact is None else fact.value
+
+
+def _first_with(events: Sequence[LogEvent], key: str, trust: Mapping[str, int] = _KIND_TRUST) -> LogEvent | None:
+    candidates = [e for e in events if key in e.fields and not _is_none(e.fields[key])
+                  and _possible(key, e.fields[key])]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda e: (trust.get(e.kind, 9), e.seq))
+
+
+def _possible(key: str, value: Any) -> bool:
+    bounds = _SETTING_BOUNDS.get(key)
+    if bounds is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True
+    return bounds[0] <= value <= bounds[1]
+
+
+def _is_none(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() in _NONE_STRINGS
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...] | None:
+    if not version:
+        return None
+    m = _VERSION.match(version)
+    return tuple(int(g or 0) for g in m.groups()) if m else None
+
+
+def extract_facts(events: Sequence[LogEvent], signatures: SignatureSet,
+                  earlier: Sequence[LogEvent] = ()) -> dict[str, Fact]:
+    """Facts for one attempt. `earlier` attempts only fill settings this attempt did not print."""
+    out = _Facts()
+    _settings(out, events, earlier)
+    _engine(out, events)
+    _profile_batch(out, events)
+    failure = _root_failure(events, signatures)
+    _failure_facts(out, events, signatures, failure)
+    _memory(out, events, failure)
+    _serving(out, events)
+    return out.facts
+
+
+def _settings(out: _Facts, events: Sequence[LogEvent], earlier: Sequence[LogEvent]) -> None:
+    for key in _CONFIG_KEYS:
+        for pool, note in ((events, None), (earlier, "from an earlier startup attempt in the same log")):
+            event = _first_with(pool, key)
+            if event is not None:
+                out.put(key, event.fields[key], [event.source], note)
+                break
+    _default_utilization(out, events)
+    _tensor_parallel_from_ranks(out, events)
+    _platform_from_kv_device(out, events)
+
+
+def _default_utilization(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """`non-default args` omits gpu_memory_utilization when it is vLLM's default (0.9, 0.92 from 0.20)."""
+    if "gpu_memory_utilization" in out.facts:
+        return
+    printed = [e for e in events if e.fields.get("args_style") == "non_default"]
+    version = _version_tuple(out.value("vllm_version"))
+    if not printed or version is None:
+        return
+    default = default_gpu_memory_utilization(version)
+    out.put("gpu_memory_utilization", default, [printed[0].source],
+            f"vLLM {out.value('vllm_version')}'s default: not among the non-default args")
+
+
+def _tensor_parallel_from_ranks(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """Before 0.11.1 every rank prints its own "weights loaded" line: count them."""
+    if "tensor_parallel_size" in out.facts:
+        return
+    loaded = [e for e in events if e.kind == "weights_loaded"]
+    ranks = {e.process for e in loaded}
+    if len(ranks) > 1:
+        out.put("tensor_parallel_size", len(ranks), [e.source for e in loaded],
+                f"inferred: {len(ranks)} processes each printed their own weights-loaded line")
+
+
+_KV_DEVICE_PLATFORM = {"CPU": "cpu", "XPU": "xpu", "TPU": "tpu", "HPU": "hpu"}
+_OOM_DEVICE_PLATFORM = {"HIP": "rocm", "XPU": "xpu", "CUDA": "cuda"}
+
+
+def _platform_from_kv_device(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """V1 names the KV cache's device ("CPU KV cache size: ..."), torch its own in an OOM ("HIP out of
+    memory"): the platform when nothing else said."""
+    if "platform" in out.facts:
+        return
+    sized = next((e for e in events if e.fields.get("device") in _KV_DEVICE_PLATFORM), None)
+    if sized is not None:
+        out.put("platform", _KV_DEVICE_PLATFORM[sized.fields["device"]], [sized.source],
+                f"the KV cache is on the {sized.fields['device']}")
+        return
+    oom = next((e for e in events if e.fields.get("oom_device") in _OOM_DEVICE_PLATFORM), None)
+    if oom is not None:
+        out.put("platform", _OOM_DEVICE_PLATFORM[oom.fields["oom_device"]], [oom.source],
+                f"torch's out-of-memory error names the {oom.fields['oom_device']} device")
+
+
+def _profile_batch(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """The profiling run processes one batch of max_num_batched_tokens. V0 without chunked prefill sets
+    that to max(max_model_len, 2048); chunked prefill is on by default for max_model_len > 32K from 0.5.3."""
+    if "max_num_batched_tokens" in out.facts:
+        fact = out.facts["max_num_batched_tokens"]
+        out.put("profile_batch_tokens", fact.value, fact.evidence)
+        return
+    max_len, version = out.value("max_model_len"), _version_tuple(out.value("vllm_version"))
+    if max_len is None or out.value("engine") == "v1" or (version is not None and version >= (0, 8)):
+        return
+    chunked = next((e for e in events if "chunked_prefill" in e.fields), None)
+    if chunked is not None and chunked.fields["chunked_prefill"] is False:
+        why, refs = "chunked prefill is off", [chunked.source]
+    elif chunked is None and version is not None and version < (0, 5, 3):
+        why = f"vLLM {out.value('vllm_version')} has no chunked prefill by default"
+        refs = list(out.facts["vllm_version"].evidence)
+    else:
+        return
+    out.put("profile_batch_tokens", max(max_len, 2048), list(out.facts["max_model_len"].evidence) + refs,
+            f"{why}, so one batch is max(max_model_len, 2048) tokens")
+
+
+def _engine(out: _Facts, events: Sequence[LogEvent]) -> None:
+    tagged = next((e for e in events if e.fields.get("engine_tag") in ("V0", "V1")), None)
+    if tagged is not None:
+        out.put("engine", tagged.fields["engine_tag"].lower(), [tagged.source])
+        return
+    votes: dict[str, list[LogEvent]] = {"v0": [], "v1": []}
+    for e in events:
+        engine = e.fields.get("engine")
+        if engine in votes:
+            votes[engine].append(e)
+        elif e.process and _V1_PROCESS.match(e.process):
+            votes["v1"].append(e)
+        elif e.process and _V0_PROCESS.match(e.process):
+            votes["v0"].append(e)
+    if votes["v0"] or votes["v1"]:
+        engine = max(votes, key=lambda k: len(votes[k]))
+        out.put("engine", engine, [votes[engine][0].source], "from which lines and processes the log shows")
+        return
+    version = _version_tuple(out.value("vllm_version"))
+    if version is not None:
+        out.put("engine", "v1" if version >= (0, 11) else "v0" if version < (0, 8) else None,
+                out.facts["vllm_version"].evidence, "from the version")
+
+
+# --- the failure --------------------------------------------------------------------------------
+
+def _recovered(event: LogEvent, events: Sequence[LogEvent], signatures: SignatureSet) -> bool:
+    """The server kept going after this error: it started, or went on serving, and did not die.
+    A traceback whose type is not shown also counts as survived when its own process went on to a
+    later startup phase (a warning printed with its stack, not a crash)."""
+    stop = next((e.seq for e in events if e.kind == "shutdown" and e.seq > event.seq), None)
+    later = [e for e in events if e.seq > event.seq and (stop is None or e.seq < stop)]
+    if any(e.kind == "engine_died" for e in later):
+        return False
+    stats = sum(1 for e in later if e.kind == "stats")
+    if any(e.kind in ("server_up", "engine_ready") for e in later) or stats >= 2:
+        return True
+    if signatures.by_id[event.signature].failure != "unidentified_error":
+        return False
+    before, _ = _marker_phase(events, signatures, event.seq)
+    return any(e.process == event.process and (sig := signatures.by_id.get(e.signature)) is not None
+               and sig.phase is not None and not sig.failure and e.kind != "traceback_frame"
+               and PHASE_RANK[sig.phase] + (1 if sig.phase_done else 0) > max(before, 0)
+               for e in later)
+
+
+def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEvent | None:
+    """The failure that explains the attempt: the first specific one (memory first when several are
+    on one line), else the first unexplained exception, else a bare "the engine died"."""
+    stop = next((e.seq for e in events if e.kind == "shutdown"), None)
+    # Once the server is told to stop, its teardown raises generic errors (EngineDeadError, a cancelled
+    # output handler) that are the shutdown itself; a specific failure (an OOM) still counts.
+    failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
+               and sig.failure not in REQUEST_FAILURES
+               and (stop is None or e.seq < stop or sig.failure not in GENERIC_FAILURES)]
+    fatal = [e for e in failing if not _recovered(e, events, signatures)]
+
+    def failure_of(e: LogEvent) -> str:
+        return signatures.by_id[e.signature].failure or ""
+
+    specific = [e for e in fatal if failure_of(e) not in GENERIC_FAILURES]
+    if specific:
+        first_line = min((e.source.path, e.source.line, e.seq) for e in specific)
+        same_line = [e for e in specific if (e.source.path, e.source.line) == first_line[:2]]
+        same_line.sort(key=lambda e: (failure_of(e) not in MEMORY_FAILURES, e.seq))
+        return same_line[0]
+    for generic in ("exception", "unidentified_error", "engine_died"):
+        found = [e for e in fatal if failure_of(e) == generic]
+        if found:
+            return found[0]
+    return None
+
+
+def _marker_phase(events: Sequence[LogEvent], signatures: SignatureSet,
+                  upto: int | None) -> tuple[int, LogEvent | None]:
+    """Furthest phase the markers show, up to event `upto` (inclusive); -1 when none."""
+    best, where = -1, None
+    for e in events:
+        if upto is not None and e.seq > upto:
+            break
+        sig = signatures.by_id.get(e.signature)
+        if sig is None or sig.phase is None or e.kind == "traceback_frame":
+            continue
+        rank = PHASE_RANK[sig.phase] + (1 if sig.phase_done else 0)
+        rank = min(rank, PHASE_RANK["serving"])
+        if rank > best:
+            best, where = rank, e
+    return best, where
+
+
+def _frame_phase(events: Sequence[LogEvent], signatures: SignatureSet, after: int,
+                 process: str | None) -> tuple[int, LogEvent | None]:
+    """The innermost strong frame after `after` (a weak one when there is no strong one)."""
+    frames = [e for e in events if e.kind == "traceback_frame" and e.seq > after]
+    own = [e for e in frames if e.process == process]
+    frames = own or frames
+    for weak in (False, True):
+        chosen = [e for e in frames if signatures.by_id[e.signature].weak == weak]
+        if chosen:
+            last = chosen[-1]
+            return PHASE_RANK[signatures.by_id[last.signature].phase or "serving"], last
+    return -1, None
+
+
+def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: SignatureSet,
+                   failure: LogEvent | None) -> None:
+    reached, reached_at = _marker_phase(events, signatures, None)
+    if reached >= 0 and reached_at is not None:
+        out.put("reached_phase", PHASES[reached], [reached_at.source])
+    stop = next((e for e in events if e.kind == "shutdown"), None)
+    if stop is not None:
+        out.put("shut_down", True, [stop.source], "the server was asked to stop; errors after this are its teardown")
+    died = [e for e in events if e.kind == "engine_died" and (stop is None or e.seq < stop.seq)]
+    if died:
+        out.put("engine_died", True, [died[0].source])
+    transient = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
+                 and sig.failure != "unidentified_error"      # a traceback's own error line is counted
+                 and e is not failure and (sig.failure in REQUEST_FAILURES or _recovered(e, events, signatures))]
+    if transient:
+        out.put("transient_errors", len(transient), [e.source for e in transient])
+    if failure is None:
+        return
+    kind = signatures.by_id[failure.signature].failure
+    out.put("failure_kind", kind, [failure.source])
+    out.put("failure_message", failure.source.text, [failure.source])
+    if failure.process:
+        out.put("failing_process", failure.process, [failure.source])
+    same = [e for e in events if signatures.by_id[e.signature].failure == kind]
+    processes = {e.process for e in same}
+    if len(processes) > 1 or (processes and None not in processes):
+        out.put("failing_processes", len(processes), [e.source for e in same])
+    marker_rank, marker = _marker_phase(events, signatures, failure.seq)
+    frame_rank, frame = _frame_phase(events, signatures, marker.seq if marker else -1, failure.process)
+    if frame is not None and (frame_rank >= marker_rank or marker_rank < PHASE_RANK["serving"]):
+        phase, why = frame_rank, [frame.source, failure.source]
+        note = (f"from the traceback: {frame.fields.get('func', 'a frame')} is part of "
+                f"{PHASES[frame_rank].replace('_', ' ')}")
+        if frame.fields.get("func"):
+            out.put("failed_function", frame.fields["func"], [frame.source])
+    elif marker is not None:
+        phase, why = marker_rank, [marker.source, failure.source]
+        marker_sig = signatures.by_id[marker.signature]
+        if marker_sig.phase_done and marker_sig.phase != PHASES[marker_rank]:
+            note = (f"the last startup line before the failure ends {str(marker_sig.phase).replace('_', ' ')}, "
+                    f"so it failed in the next phase")
+        else:
+            note = "from the last startup line before the failure"
+    else:
+        return
+    if "failed_function" not in out.facts and failure.fields.get("method"):
+        out.put("failed_function", failure.fields["method"], [failure.source])
+    out.put("failed_phase", PHASES[phase], why, note)
+
+
+# --- memory -------------------------------------------------------------------------------------
+
+def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -> None:
+    oom = failure if failure is not None and failure.kind == "cuda_oom" else None
+    check = failure if failure is not None and failure.kind in ("free_memory_low", "kv_memory_low") else None
+    put_field = _field_putter(out, events)
+    # The failure's own figures first: they describe the moment it broke.
+    for source in (oom, check):
+        if source is None:
+            continue
+        for key in ("gpu_total_gib", "free_gib", "requested_gib", "tried_to_allocate_gib", "this_process_gib",
+                    "allocated_gib", "private_pool_gib", "gpu_memory_utilization", "kv_requested_gib"):
+            if key in source.fields:
+                out.put(key, source.fields[key], [source.source])
+    for key, how in (("gpu_total_gib", "first"), ("weights_gib", "max"), ("activation_gib", "max"),
+                     ("non_torch_gib", "max"), ("cuda_graph_gib", "max"), ("kv_cache_gib", "min"),
+                     ("max_concurrency", "min"), ("kv_needed_gib", "first"), ("estimated_max_model_len", "first"),
+                     ("budget_gib", "first"), ("free_gib", "first"), ("requested_gib", "first"),
+                     ("tried_to_allocate_gib", "first"), ("checkpoint_gib", "max")):
+        put_field(key, key, how)
+    put_field("cuda_graph_estimate_gib", "cuda_graph_estimate_gib", "max")
+    _graph_profiling(out, events)
+    _kv_tokens(out, events)
+    _budget(out)
+    if check is not None and check.kind == "free_memory_low":
+        total, free = check.fields.get("gpu_total_gib"), check.fields.get("free_gib")
+        if total is not None and free is not None:
+            out.put("other_processes_gib", max(0.0, total - free), [check.source],
+                    "total minus free at startup, before vLLM allocated anything")
+    elif oom is not None:
+        _other_processes_from_oom(out, oom)
+        _outside_torch_from_old_oom(out, oom)
+    this = out.value("this_process_gib")
+    total = out.value("gpu_total_gib")
+    if this is not None and total:
+        out.put("oom_self_share", this / total, out.facts["this_process_gib"].evidence)
+
+
+def _field_putter(out: _Facts, events: Sequence[LogEvent]) -> Callable[[str, str, str], None]:
+    def put(fact: str, key: str, how: str) -> None:
+        found = [e for e in events if isinstance(e.fields.get(key), (int, float))
+                 and not isinstance(e.fields.get(key), bool)]
+        if not found:
+            return
+        if how == "first":
+            chosen = found[0]
+        elif how == "max":
+            chosen = max(found, key=lambda e: e.fields[key])
+        else:
+            chosen = min(found, key=lambda e: e.fields[key])
+        ranks = {e.process for e in found}
+        note = None
+        if how in ("max", "min") and len(ranks) > 1:
+            note = f"{'largest' if how == 'max' else 'smallest'} of {len(ranks)} processes"
+        out.put(fact, chosen.fields[key], [chosen.source], note)
+    return put
+
+
+def _kv_tokens(out: _Facts, events: Sequence[LogEvent]) -> None:
+    sized = [e for e in events if e.kind == "kv_cache_size" and "kv_cache_tokens" in e.fields]
+    error = [e for e in events if e.kind == "kv_too_small" and "kv_cache_tokens" in e.fields]
+    blocks = [e for e in events if e.kind == "gpu_blocks" and "gpu_blocks" in e.fields]
+    if sized:
+        smallest = min(sized, key=lambda e: e.fields["kv_cache_tokens"])
+        out.put("kv_cache_tokens", smallest.fields["kv_cache_tokens"], [smallest.source])
+    elif error:
+        out.put("kv_cache_tokens", error[0].fields["kv_cache_tokens"], [error[0].source])
+    if blocks:
+        smallest = min(blocks, key=lambda e: e.fields["gpu_blocks"])
+        out.put("gpu_blocks", smallest.fields["gpu_blocks"], [smallest.source])
+        block_size = out.value("block_size") or DEFAULT_BLOCK_SIZE
+        note = f"{smallest.fields['gpu_blocks']} blocks x {block_size} tokens per block"
+        if out.value("block_size") is None:
+            note += " (vLLM's default block size)"
+        out.put("kv_cache_tokens", smallest.fields["gpu_blocks"] * block_size, [smallest.source], note)
+    sized_ok = [e for e in events if e.kind in ("kv_cache_size", "max_concurrency")]
+    if sized_ok and not any(e.kind in ("kv_too_small", "no_cache_blocks") for e in events):
+        concurrency = out.value("max_concurrency")
+        if concurrency is None or concurrency >= 1.0:
+            out.put("kv_cache_sized", True, [sized_ok[0].source])
+
+
+def _graph_profiling(out: _Facts, events: Sequence[LogEvent]) -> None:
+    """0.18+ says whether the CUDA graph estimate comes out of the KV budget, and as what share of the GPU:
+    (utilization with - without) x total = the estimate, so the two give the GPU's total when nothing else does."""
+    notices = [e for e in events if e.kind == "cuda_graph_profiling"]
+    if not notices:
+        return
+    last = notices[-1]
+    out.put("cuda_graph_in_budget", last.fields.get("cuda_graph_in_budget"), [last.source])
+    with_, without = last.fields.get("graph_util_with"), last.fields.get("graph_util_without")
+    estimate = out.value("cuda_graph_estimate_gib")
+    if "gpu_total_gib" not in out.facts and estimate and with_ and without and with_ - without >= 0.001:
+        share = with_ - without
+        out.put("gpu_total_gib", estimate / share, [last.source] + list(out.facts["cuda_graph_estimate_gib"].evidence),
+                f"CUDA graph estimate {estimate} GiB / ({with_} - {without}), the share of the GPU vLLM says it takes "
+                f"(to about {0.00005 / share:.1%})")
+
+
+def _budget(out: _Facts) -> None:
+    total, util = out.value("gpu_total_gib"), out.value("gpu_memory_utilization")
+    if "budget_gib" not in out.facts and total and util:
+        out.put("budget_gib", total * util, out.facts["gpu_total_gib"].evidence
+                + out.facts["gpu_memory_utilization"].evidence,
+                "gpu_memory_utilization x total")
+
+
+def _other_processes_from_oom(out: _Facts, oom: LogEvent) -> None:
+    """Who held the GPU. torch lists this process and every other one, but in a container it may
+    list vLLM itself as "Process N" (the PIDs are the host's): spot that by its size."""
+    usages: list[float] = list(oom.fields.get("process_gib") or [])
+    pids: list[int] = list(oom.fields.get("process_pid") or [])
+    if "this_process_gib" not in oom.fields and not usages:
+        return                                   # NVML gave nothing: unknown, not zero
+    own = oom.fields.get("this_process_gib")
+    note = None
+    if own is None and usages:
+        allocated = (oom.fields.get("allocated_gib") or 0.0) + (oom.fields.get("unallocated_gib") or 0.0)
+        if allocated:
+            closest = min(usages, key=lambda u: abs(u - allocated))
+            if abs(closest - allocated) <= max(SELF_MATCH_GIB, 0.1 * allocated):
+                if len(pids) == len(usages):
+                    pids.pop(usages.index(closest))
+                usages.remove(closest)
+                own = closest
+                note = (f"torch names no 'this process'; the process holding {closest:.2f} GiB matches what "
+                        f"torch allocated ({allocated:.2f} GiB), so it is vLLM itself seen through a "
+                        "container's PID namespace")
+        if own is not None:
+            out.put("this_process_gib", own, [oom.source], note)
+    others = sum(usages)
+    why = note or (f"{len(usages)} other process(es) named in the OOM text" if usages
+                   else "the OOM text names no other process")
+    total, free = oom.fields.get("gpu_total_gib"), oom.fields.get("free_gib")
+    if own is not None and total and free is not None and total - free - own > others + SELF_MATCH_GIB:
+        # torch names other processes only when NVML lets it see them (not across containers): the
+        # card's own arithmetic still shows what they hold.
+        others = total - free - own
+        why = (f"total {total:.2f} - free {free:.2f} - this process {own:.2f} GiB: held outside this process"
+               + (f" ({len(usages)} named)" if usages else ", though the OOM text names no other process"))
+    out.put("other_processes_gib", others, [oom.source], why)
+    out.put("other_processes", len(usages), [oom.source])
+    if usages and len(pids) == len(usages):
+        out.put("other_process_pids", ", ".join(str(p) for p in pids), [oom.source])
+
+
+def _outside_torch_from_old_oom(out: _Facts, oom: LogEvent) -> None:
+    """torch < 2.1 prints no per-process figures, only what its own allocator reserved: the rest of the
+    used memory is this process's CUDA context plus every other process."""
+    total, free, reserved = (oom.fields.get(k) for k in ("gpu_total_gib", "free_gib", "reserved_gib"))
+    if total is None or free is None or reserved is None:
+        return
+    outside = max(0.0, total - free - reserved - CUDA_CONTEXT_GIB)
+    out.put("other_processes_gib", outside, [oom.source],
+            f"total {total:.2f} - free {free:.2f} - reserved by PyTorch {reserved:.2f} - about "
+            f"{CUDA_CONTEXT_GIB:.0f} GiB "
+            "for this process's CUDA context (torch of this age lists no processes)")
+    out.put("this_process_gib", reserved + CUDA_CONTEXT_GIB, [oom.source],
+            f"reserved by PyTorch {reserved:.2f} GiB plus about {CUDA_CONTEXT_GIB:.0f} GiB of CUDA context")
+
+
+# --- serving ------------------------------------------------------------------------------------
+
+def _minutes(stamps: Sequence[str]) -> float | None:
+    keys = [k for k in (_stamp_seconds(s) for s in stamps) if k is not None]
+    if len(keys) < 2:
+        return None
+    span = max(keys) - min(keys)
+    return span / 60.0 if span > 0 else None
+
+
+def _stamp_seconds(stamp: str) -> int | None:
+    clock = month_day_time(stamp)
+    if clock is None:
+        return None
+    month, day, h, mi, s = clock
+    return (((month * 31 + day) * 24 + h) * 60 + mi) * 60 + s
+
+
+def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
+    up = [e for e in events if e.kind in ("server_up", "engine_ready")]
+    stats = [e for e in events if e.kind == "stats"]
+    # An engine embedded in another program (LLM class, Ray actors) prints no server banner: a
+    # progress bar over prompts, a preemption or a stats line proves it was serving all the same.
+    working = [e for e in events if e.kind in _SERVING_KINDS]
+    if up:
+        out.put("server_up", True, [up[0].source])
+    elif working:
+        out.put("server_up", True, [working[0].source],
+                f"no start-up banner in the input, but the engine was serving: {_SERVING_KINDS[working[0].kind]}")
+    if stats:
+        # A stats event may stand for several intervals merged to bound memory (logparse._Bounded).
+        intervals = sum(e.fields.get("intervals", 1) for e in stats)
+        out.put("stats_lines", intervals, [stats[0].source])
+        usage = [e for e in stats if "kv_usage" in e.fields]
+        if usage:
+            top = max(usage, key=lambda e: e.fields["kv_usage"])
+            out.put("kv_cache_usage_max", top.fields["kv_usage"], [top.source])
+            total = sum(e.fields.get("kv_usage_sum", e.fields["kv_usage"]) for e in usage)
+            counted = sum(e.fields.get("intervals", 1) for e in usage)
+            out.put("kv_cache_usage_mean", total / counted, [usage[0].source, usage[-1].source],
+                    f"mean of {counted} stats lines")
+            saturated = [e for e in usage if e.fields["kv_usage"] >= KV_SATURATED]
+            out.put("saturated_intervals",
+                    sum(e.fields.get("saturated", 1) for e in saturated), [e.source for e in saturated])
+            queued = [e for e in saturated if _queued(e.fields)]
+            queued_intervals = sum(e.fields.get("saturated_queue", 1) for e in queued)
+            refs = [e.source for e in queued] or [usage[-1].source]
+            out.put("saturated_queue_intervals", queued_intervals, refs)
+            out.put("saturated_queue_share", queued_intervals / counted, refs,
+                    f"{queued_intervals} of {counted} stats intervals")
+            _stall(out, usage)
+            busy = sorted(e.fields["running"] for e in saturated if "running" in e.fields)
+            if busy:
+                out.put("running_at_saturation", busy[len(busy) // 2], [saturated[0].source],
+                        f"median over {len(busy)} saturated intervals")
+        for key, fact in (("waiting", "waiting_max"), ("running", "running_max"), ("swapped", "swapped_max")):
+            having = [e for e in stats if key in e.fields]
+            if having:
+                top = max(having, key=lambda e: e.fields[key])
+                out.put(fact, top.fields[key], [top.source])
+    _preemptions(out, events, stats)
+
+
+def _queued(fields: Mapping[str, Any]) -> bool:
+    return bool(fields.get("waiting") or fields.get("swapped"))
+
+
+def _stalled(fields: Mapping[str, Any]) -> bool:
+    """Requests wait, none runs, the KV cache is empty and nothing is generated: the scheduler stopped."""
+    return (fields.get("running") == 0 and bool(fields.get("waiting")) and fields.get("kv_usage", 1.0) <= 0.01
+            and not fields.get("prompt_tps") and not fields.get("generation_tps"))
+
+
+def _stall(out: _Facts, usage: Sequence[LogEvent]) -> None:
+    """The run of stalled stats intervals the log ends with (a stall the engine came out of is not one)."""
+    run: list[LogEvent] = []
+    for event in reversed(usage):
+        if not _stalled(event.fields):
+            break
+        run.append(event)
+    if run:
+        run.reverse()
+        out.put("stalled_intervals", sum(e.fields.get("intervals", 1) for e in run), [run[0].source, run[-1].source],
+                f"up to {max(e.fields['waiting'] for e in run)} requests waiting, none running, KV cache empty")
+
+
+def _preemptions(out: _Facts, events: Sequence[LogEvent], stats: Sequence[LogEvent]) -> None:
+    """V0 logs a running total on every 50th preemption; V1 (0.11.1+) a count per stats interval."""
+    warnings = [e for e in events if e.kind == "preemption"]
+    interval = [e for e in stats if e.fields.get("preemptions")]
+    total = 0
+    evidence: list[SourceRef] = []
+    notes = []
+    rates: list[tuple[int, float]] = []          # (preemptions, minutes) measured inside the log
+    if warnings:
+        out.put("preemption_warnings", len(warnings), [w.source for w in warnings])
+        counted = [w for w in warnings if "cumulative_preemptions" in w.fields]
+        # Each engine (process) keeps its own counter: an RL job's Ray actors each run one.
+        engines: dict[str | None, list[LogEvent]] = {}
+        for w in counted:
+            engines.setdefault(w.process, []).append(w)
+        for own in engines.values():
+            top = max(own, key=lambda w: w.fields["cumulative_preemptions"])
+            low = min(own, key=lambda w: w.fields["cumulative_preemptions"])
+            total += top.fields["cumulative_preemptions"]
+            evidence.append(top.source)
+            minutes = _minutes([t for t in (low.timestamp, top.timestamp) if t])
+            if minutes and top is not low:
+                rates.append((top.fields["cumulative_preemptions"] - low.fields["cumulative_preemptions"], minutes))
+        if counted:
+            notes.append("V0's cumulative counter (it logs every 50th preemption)"
+                         + (f", summed over {len(engines)} engines" if len(engines) > 1 else ""))
+        uncounted = [w for w in warnings if "cumulative_preemptions" not in w.fields]
+        if uncounted:
+            total += len(uncounted)
+            evidence.extend(w.source for w in uncounted)
+            notes.append("warnings without a counter, one preemption each at least")
+        repeats = sum(w.fields.get("repeated", 0) for w in warnings)
+        if repeats:
+            total += repeats
+            notes.append(f"{repeats} more printed by other Ray actors ('repeated across cluster'), one each at least")
+        mode = warnings[-1].fields.get("preemption_mode")
+        if mode:
+            out.put("preemption_mode", str(mode).upper(), [warnings[-1].source])
+    if interval:
+        total += sum(e.fields["preemptions"] for e in interval)
+        evidence.extend(e.source for e in interval)
+        notes.append(f"sum of 'Preemptions:' over {len(interval)} stats intervals")
+        minutes = _minutes([e.timestamp for e in stats if e.timestamp])
+        if minutes:
+            # each stats line covers the interval before it, so the window is one interval longer
+            lines = sum(e.fields.get("intervals", 1) for e in stats)
+            rates.append((sum(e.fields["preemptions"] for e in interval), minutes * lines / max(1, lines - 1)))
+    if warnings or interval:
+        out.put("preemptions", total, evidence, "; ".join(notes))
+    serving = [e.timestamp for e in events if e.kind in ("stats", "preemption") and e.timestamp]
+    window = _minutes(serving)
+    if window:
+        out.put("serving_minutes", window, [])
+    if rates:
+        count = sum(r[0] for r in rates)
+        minutes = max(r[1] for r in rates)
+        out.put("preemption_rate_per_min", count / minutes, evidence[:2],
+                f"{count} preemptions within {minutes:.1f} minutes of log")
