@@ -76,3 +76,12 @@ def test_unknown_latency_with_metrics_given_does_not_ask_for_metrics():
     shown = run_cli("--metrics", str(snapshot)).stdout.decode()
     impact = next(line for line in shown.splitlines() if line.startswith("Impact:"))
     assert "the /metrics given have no latency histograms" in impact and "--metrics" not in impact
+
+
+def test_an_input_with_no_vllm_output_does_not_ask_for_metrics(tmp_path):
+    """Nothing from vLLM at all (the wrong container): the impact says that, not that /metrics would help."""
+    log = tmp_path / "wrong-container.log"
+    log.write_text("hello\nnginx: started\n")
+    shown = run_cli(str(log)).stdout.decode()
+    impact = next(line for line in shown.splitlines() if line.startswith("Impact:"))
+    assert "no vLLM output" in impact and "--metrics" not in impact

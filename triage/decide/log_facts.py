@@ -15,6 +15,7 @@ from ..vocabulary import (
     KV_SATURATED,
     MEMORY_FAILURES,
     PHASE_RANK,
+    PHASE_WORDS,
     PHASES,
     REQUEST_FAILURES,
     default_gpu_memory_utilization,
@@ -327,15 +328,15 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
     if frame is not None and (frame_rank >= marker_rank or marker_rank < PHASE_RANK["serving"]):
         phase, why = frame_rank, [frame.source, failure.source]
         note = (f"from the traceback: {frame.fields.get('func', 'a frame')} is part of "
-                f"{PHASES[frame_rank].replace('_', ' ')}")
+                f"{PHASE_WORDS[PHASES[frame_rank]]}")
         if frame.fields.get("func"):
             out.put("failed_function", frame.fields["func"], [frame.source])
     elif marker is not None:
         phase, why = marker_rank, [marker.source, failure.source]
         marker_sig = signatures.by_id[marker.signature]
         if marker_sig.phase_done and marker_sig.phase != PHASES[marker_rank]:
-            note = (f"the last startup line before the failure ends {str(marker_sig.phase).replace('_', ' ')}, "
-                    f"so it failed in the next phase")
+            ended = PHASE_WORDS.get(str(marker_sig.phase), str(marker_sig.phase))
+            note = f"the last startup line before the failure ends {ended}, so it failed in the next phase"
         else:
             note = "from the last startup line before the failure"
     else:

@@ -196,6 +196,9 @@ def impact(facts: Mapping[str, Fact]) -> str:
     if phase is not None and phase.value == "serving":
         parts.insert(0, "the server failed while serving: requests in flight failed")
     if not parts:
+        vllm = facts.get("vllm_lines")
+        if vllm is not None and vllm.value == 0 and "metrics_snapshots" not in facts:
+            return "not known: the input holds no vLLM output"
         if "metrics_snapshots" in facts:
             return "latency not known: the /metrics given have no latency histograms"
         return "latency not known: the input has no latency figures (saved /metrics give them: --metrics)"
