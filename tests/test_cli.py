@@ -178,6 +178,13 @@ def test_a_text_report_does_not_load_http_templates_or_gpu_code(tmp_path):
                 f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
         out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
         assert out.strip().splitlines()[-1] == "[]", (args, out)
+    # --version needs none of the pipeline's types or rules either
+    code = ("import sys, runpy; sys.argv = ['vtriage', '--version']\n"
+            "try:\n    runpy.run_module('triage', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('triage.') and m not in "
+            "('triage.cli', 'triage.errors', 'triage.render', 'triage.vocabulary', 'triage.__main__')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]", out
 
 
 # --- pipes and files, like the tools on-call already uses ------------------------------------------

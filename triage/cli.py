@@ -21,22 +21,20 @@ from typing import TYPE_CHECKING, Sequence
 import click
 
 from . import __version__
-from .decide.gate import unjudgeable_input, verdicts_failing
-from .decide.suppress import CONFIG_NAME, Config, expiry_warnings, find_config, load_config, with_ignored
 from .errors import InputError, NotEnoughInput, TriageError
-from .model import Report
 from .render import RENDERERS
-from .vocabulary import VERDICTS
+from .vocabulary import CONFIG_NAME, VERDICTS
 
 # The rest is imported where it is used: `vtriage --version` and a small log must not wait for HTTP,
 # templates, the capacity model, GPU probing or the self-test (see docs/performance.md, start-up).
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from .decide.suppress import Config
     from .gpu.probe import GpuSnapshot
     from .metrics.httpget import HttpOptions
     from .metrics.inputs import MetricsRead
-    from .model import Fact
+    from .model import Fact, Report
     from .pipeline import Toolkit
 
 # httpget.MAX_BYTES, written out so the CLI starts without requests (a test holds them equal)
@@ -65,6 +63,7 @@ def load_toolkit(rules_dir: str | None) -> Toolkit:
 def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool,
                      ignore: Sequence[str]) -> tuple[Toolkit, Config]:
     """The toolkit with the suppressions and runbook URL of .vtriage.toml (found, or --config) and --ignore."""
+    from .decide.suppress import Config, find_config, load_config, with_ignored
     if config_path and no_config:
         raise click.UsageError("--config and --no-config contradict each other; give one")
     path = Path(config_path) if config_path else None if no_config else find_config(Path.cwd(), Path.home())
@@ -424,6 +423,8 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         raise click.UsageError("--allow-empty says how --fail-on treats an empty input: it needs --fail-on")
     given = _given(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
+    from .decide.gate import unjudgeable_input, verdicts_failing
+    from .decide.suppress import expiry_warnings
     failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
     snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)

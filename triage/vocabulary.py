@@ -109,6 +109,8 @@ VALUE_WORDS: Mapping[str, Mapping[str, str]] = {
     "failure_kind": FAILURE_WORDS, "failed_phase": PHASE_WORDS, "reached_phase": PHASE_WORDS,
 }
 
+CONFIG_NAME = ".vtriage.toml"   # the team's suppressions and runbook URL, looked for from the working directory up
+
 # KV cache usage (0-1) from which a stats interval or a scrape counts as a full cache: vLLM queues
 # and preempts from there (the rules', the alerts' and the decision card's line).
 KV_SATURATED = 0.95

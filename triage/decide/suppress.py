@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import ConfigError
 from ..model import Suppression
+from ..vocabulary import CONFIG_NAME
 
 if TYPE_CHECKING:     # annotations only: importing the rules costs `vtriage --version` its start-up
     from .ruleset import RuleSet
 
-CONFIG_NAME = ".vtriage.toml"
 _TOP_KEYS = {"ignore", "runbook_url"}
 _IGNORE_KEYS = {"rule", "reason", "expires"}
 

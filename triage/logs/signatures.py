@@ -7,6 +7,7 @@ A signature may also say which startup phase its line belongs to, or that it sta
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 import tomllib
@@ -198,10 +199,6 @@ class SignatureSet:
                           [s for s in self.signatures if s.bulk and s.generic]) if group)
         self.bulk_patterns: tuple[re.Pattern[bytes], ...] = tuple(bulk_pattern(group) for group in self.bulk_anchors)
         self.bulk_vllm_patterns = 1 if any(s.bulk and not s.generic for s in self.signatures) else 0
-        # One C-level pass finds the anchors in a line (longest first at each position). An anchor
-        # it skips overlaps one it found, so those few are checked one by one: none is missed.
-        self._anchor_finder = re.compile(literal_trie(anchors)) if anchors else None
-        self._overlapping = {a: tuple(b for b in anchors if b != a and _overlap(a, b)) for a in anchors}
         self._anchor_list = list(anchors)
         self._automaton = ahocorasick_rs.AhoCorasick(self._anchor_list) if ahocorasick_rs and anchors else None
         self._shapes = _line_shapes(self)
@@ -214,12 +211,22 @@ class SignatureSet:
                         self._automaton.find_matches_as_indexes(message, overlapping=True)}
             except UnicodeEncodeError:      # a lone surrogate: not UTF-8, so the trie reads it
                 pass
-        if self._anchor_finder is None:
+        if not self._anchor_list:
             return set()
-        found = set(self._anchor_finder.findall(message))
+        finder, overlapping = self._trie
+        found = set(finder.findall(message))
         if found:
-            found.update([b for a in tuple(found) for b in self._overlapping[a] if b in message])
+            found.update([b for a in tuple(found) for b in overlapping[a] if b in message])
         return found
+
+    @functools.cached_property
+    def _trie(self) -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
+        """Without the Aho-Corasick automaton (no wheel, or a line that is not UTF-8): one C-level pass finds
+        the anchors in a line (longest first at each position); an anchor it skips overlaps one it found, so
+        those few are checked one by one and none is missed. Built on first use: it costs 0.1 s."""
+        anchors = self._anchor_list
+        overlapping = {a: tuple(b for b in anchors if b != a and _overlap(a, b)) for a in anchors}
+        return re.compile(literal_trie(anchors)), overlapping
 
     def match(self, message: str, budget: MatchBudget | None = None
               ) -> list[tuple[Signature, dict[str, Any], tuple[int, int]]]:
