@@ -303,7 +303,7 @@ def test_one_vllm_version_syntax_everywhere(command):
 
 
 def test_the_max_bytes_default_is_the_http_readers_limit():
-    """--max-bytes' default is written out in the CLI (so it starts without requests): the same limit."""
+    """--max-bytes' default, shown in --help, is the limit the HTTP reader applies when not given."""
     from triage.cli import _SIZE, DEFAULT_MAX_BYTES
-    from triage.metrics.httpget import MAX_BYTES
-    assert _SIZE.convert(DEFAULT_MAX_BYTES, None, None) == MAX_BYTES
+    from triage.metrics.httpget import HttpOptions
+    assert _SIZE.convert(DEFAULT_MAX_BYTES, None, None) == HttpOptions().max_bytes

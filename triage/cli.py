@@ -23,7 +23,7 @@ import click
 from . import __version__
 from .errors import InputError, NotEnoughInput, TriageError
 from .render import RENDERERS
-from .vocabulary import CONFIG_NAME, VERDICTS
+from .vocabulary import CONFIG_NAME, MAX_METRICS_BYTES, VERDICTS
 
 # The rest is imported where it is used: `vtriage --version` and a small log must not wait for HTTP,
 # templates, the capacity model, GPU probing or the self-test (see docs/performance.md, start-up).
@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     from .model import Fact, Report
     from .pipeline import Toolkit
 
-# httpget.MAX_BYTES, written out so the CLI starts without requests (a test holds them equal)
-DEFAULT_MAX_BYTES = "64MiB"
+DEFAULT_MAX_BYTES = f"{MAX_METRICS_BYTES >> 20}MiB"
 
 EXIT_HEALTHY, EXIT_PROBLEM, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 

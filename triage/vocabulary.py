@@ -109,6 +109,8 @@ VALUE_WORDS: Mapping[str, Mapping[str, str]] = {
     "failure_kind": FAILURE_WORDS, "failed_phase": PHASE_WORDS, "reached_phase": PHASE_WORDS,
 }
 
+# The most of one /metrics body read, saved or answered, after decompression: a big vLLM one is a few MiB.
+MAX_METRICS_BYTES = 64 << 20
 CONFIG_NAME = ".vtriage.toml"   # the team's suppressions and runbook URL, looked for from the working directory up
 
 # KV cache usage (0-1) from which a stats interval or a scrape counts as a full cache: vLLM queues

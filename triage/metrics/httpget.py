@@ -17,12 +17,12 @@ import requests
 from .. import __version__
 from ..errors import InputError
 from ..redact import Redactor
+from ..vocabulary import MAX_METRICS_BYTES
 
 _SECRET_PARAM = regex.compile(r"(?i)token|key|secret|passw|pass|pwd|auth|sig|credential|^hf$")
 _HEADER = regex.compile(r"^\s*(?P<name>[!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*:\s*(?P<value>.*?)\s*$")
 
 
-MAX_BYTES = 64 << 20         # the largest answer read, after decompression (a big vLLM /metrics is a few MiB)
 MAX_REDIRECTS = 5
 _CHUNK = 64 << 10
 
@@ -35,7 +35,7 @@ class HttpOptions:
     verify: bool | str = True            # True, False (--insecure) or a CA bundle path (--ca-cert)
     connect_timeout: float = 5.0
     read_timeout: float = 30.0           # for the whole answer, headers and body: a drip cannot hold it open
-    max_bytes: int = MAX_BYTES           # of the body, decompressed (a gzip bomb stops here)
+    max_bytes: int = MAX_METRICS_BYTES   # of the body, decompressed (a gzip bomb stops here)
 
 
 def parse_header(text: str) -> tuple[str, str]:

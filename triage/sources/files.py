@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from ..errors import InputError
+from ..vocabulary import MAX_METRICS_BYTES
 from .scan import split_block
 
 MAX_LINE_BYTES = 1 << 20          # a longer physical line is cut here; the rest is skipped
@@ -480,7 +481,6 @@ def _decode(raw: bytes, reading: _Reading) -> str:
     return text[:-1] if text.endswith("\r") else text
 
 
-MAX_METRICS_BYTES = 64 << 20
 
 
 def read_small_text(path: str) -> str:
