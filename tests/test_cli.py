@@ -137,15 +137,7 @@ def _slow_stdin_run(stderr_is_terminal: bool) -> tuple[int, bytes, bytes]:
     proc.wait(timeout=120)
     if stderr_is_terminal:
         os.close(slave)
-        err = b""
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            err += data
+        err = _drain(master)
         os.close(master)
     else:
         err = proc.stderr.read()
@@ -242,6 +234,21 @@ def test_an_output_path_that_cannot_be_written_is_a_one_line_usage_error(tmp_pat
         assert needle in err and err.count("\n") == 1 and "internal error" not in err and "Traceback" not in err
 
 
+def _drain(master: int) -> bytes:
+    """All a pseudo-terminal's program wrote, until it closed its side (read raises EIO then)."""
+    import os
+    out = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            return out
+        out += data
+    return out
+
+
 def _on_a_terminal(*args: str) -> tuple[int, bytes]:
     """Run vtriage with stdout a pseudo-terminal, as when someone types the command."""
     import os
@@ -252,15 +259,7 @@ def _on_a_terminal(*args: str) -> tuple[int, bytes]:
     proc = subprocess.Popen([sys.executable, "-m", "triage", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
                             stdout=slave, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
     os.close(slave)
-    out = b""
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        out += data
+    out = _drain(master)
     proc.wait(timeout=120)
     os.close(master)
     return proc.returncode, out + proc.stderr.read()
