@@ -88,7 +88,11 @@ def pages(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
         assert result.stderr == b"" and page.exists(), result.stderr
         data = json.loads(run_cli("--format", "json", log.name, cwd=log.parent).stdout)
         made[name] = (page, data)
-    metrics = ROOT / "fixtures" / "metrics"
+    # Absolute paths under a deep folder, as on a CI machine: they must not widen the page (axis labels).
+    metrics = out / "a-checkout-folder-with-a-long-name" / "fixtures" / "metrics"
+    metrics.mkdir(parents=True)
+    for name in ("v1-preempting-0.prom", "v1-preempting-1.prom"):
+        shutil.copyfile(ROOT / "fixtures" / "metrics" / name, metrics / name)
     args = ("--metrics", str(metrics / "v1-preempting-0.prom"), "--metrics", str(metrics / "v1-preempting-1.prom"))
     page = out / "metrics-only.html"
     run_cli("--format", "html", "-o", str(page), *args)

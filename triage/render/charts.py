@@ -316,8 +316,15 @@ def _y_ticks(top: float, unit: str) -> tuple[tuple[float, str], ...]:
 def _x_ticks(points: Sequence[TimelinePoint]) -> tuple[Tick, ...]:
     n = len(points)
     picks = sorted({round(k * (n - 1) / 4) for k in range(5)}) if n > 1 else [0]
-    return tuple(Tick(round(100.0 * (i / (n - 1) if n > 1 else 0.5), 3), points[i].time or points[i].source.where())
-                 for i in picks)
+    return tuple(Tick(round(100.0 * (i / (n - 1) if n > 1 else 0.5), 3), _x_label(points[i])) for i in picks)
+
+
+def _x_label(point: TimelinePoint) -> str:
+    """The time, or else the file's own name and line: a full path as an axis label runs off a phone screen."""
+    if point.time:
+        return point.time
+    name = point.source.path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name if point.source.line == 0 else f"{name}:{point.source.line}"
 
 
 def _preemption_chart(values: Sequence[float | None], xs: Sequence[float], scraped: Sequence[TimelinePoint],
