@@ -216,14 +216,17 @@ class Redactor:
 
     def fields(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """The fields of a line whose text was already redacted (and counted): masked, not counted twice."""
-        counts = self.counts.copy()
         out = dict(fields)
-        for key, value in out.items():
-            if isinstance(value, str) and value not in self._clean:
-                masked = self.text(value)
-                if masked == value and len(value) <= _CLEAN_MAX and len(self._clean) < _CLEAN_CAP:
-                    self._clean.add(value)       # nothing to mask now, nothing ever: the same text, the same answer
-                out[key] = masked
+        unread = [key for key, value in out.items() if isinstance(value, str) and value not in self._clean]
+        if not unread:
+            return out            # a stats line: numbers only, nothing to copy the counts for
+        counts = self.counts.copy()
+        for key in unread:
+            value = out[key]
+            masked = self.text(value)
+            if masked == value and len(value) <= _CLEAN_MAX and len(self._clean) < _CLEAN_CAP:
+                self._clean.add(value)           # nothing to mask now, nothing ever: the same text, the same answer
+            out[key] = masked
         self.counts = counts
         return out
 
