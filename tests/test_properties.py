@@ -332,6 +332,19 @@ def test_plain_records_are_what_the_full_envelope_gives(line):
 
 
 @FAST
+@given(st.lists(st.sampled_from(["\x1b", "^[", "\\", "\\e", "\\033", "\\x1b", "\\u001b", "[", "]", "0", "36", ";",
+                                 "1;32", "m", "K", "?", "\x07", "x", " ", "[core.py:12]"]), max_size=10).map("".join))
+@example("INFO 01-02 03:04:05 [core.py:1] a[0m")
+@example("a\\e[1mb")
+@example("a\\e[Kb \\033[?25l")
+@example("\x1b]0;title\x07 x")
+def test_the_ansi_precheck_answers_as_the_full_pattern(text):
+    """plain_record asks the cheap form; it must agree with the full escape-code pattern everywhere."""
+    from triage.logs import envelope
+    assert envelope._holds_ansi(text) == (envelope._ANSI.search(text) is not None)
+
+
+@FAST
 @given(st.one_of(anchor_soup(), stats_message(), st.text(max_size=80)))
 def test_anchors_are_found_the_same_without_the_aho_corasick_wheel(message):
     """Where ahocorasick-rs has no wheel, the regex trie finds the same anchors."""

@@ -17,6 +17,15 @@ from typing import Callable, Iterable, Iterator
 # (ESC ] ... BEL or ESC \) stops at the next ESC, so a line of many unterminated ones stays linear.
 _ANSI = re.compile(r"(?:\x1b|\^\[|\\u001[bB]|\\x1[bB]|\\033|\\e)\[[0-9;?]*[A-Za-z]"
                    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\[\d{1,3}(?:;\d{1,3})*m")
+_ANSI_BARE = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")     # its last alternative: the only one without \x1b or \\
+
+
+def _holds_ansi(text: str) -> bool:
+    """`_ANSI.search(text)`; a line with no escape character or backslash (nearly all) needs only the
+    bare `[0m` form, a search led by a literal that the regex engine skips to."""
+    if "\x1b" in text or "^[" in text or "\\" in text:
+        return _ANSI.search(text) is not None
+    return _ANSI_BARE.search(text) is not None
 
 _ISO_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 # Each outer wrapper: a pattern whose `rest` group is what it wraps.
@@ -148,14 +157,17 @@ def _unwrap_outer(text: str) -> tuple[str, str | None, str | None, str | None, b
 
 
 _LEVEL_WORDS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-_NONSPACE_PAREN = re.compile(r"\S\(")
 
 
 def _may_hold_glued_record(piece: str) -> bool:
     """Where _GLUED could split: a non-space right before a "(... pid=N)" group or a level word.
     A cheap check that never says no where _GLUED would split, so most lines skip its slow scan."""
-    if "pid=" in piece and _NONSPACE_PAREN.search(piece):
-        return True
+    if "pid=" in piece:
+        at = piece.find("(", 1)
+        while at != -1:                  # a "(" right after a non-space (str.isspace is the regex's \s)
+            if not piece[at - 1].isspace():
+                return True
+            at = piece.find("(", at + 1)
     for word in _LEVEL_WORDS:
         at = piece.find(word, 1)
         while at != -1:
@@ -241,7 +253,7 @@ _PLAIN = re.compile(r"(?>" + _PROCESS.pattern + r")?" + _LOGGER.pattern)
 def plain_record(number: int, raw: str) -> Record | None:
     """The record of a line of that common shape, read in one match; None for any other line."""
     m = _PLAIN.match(raw)
-    if m is None or "\r" in raw or (("\x1b" in raw or "[" in raw) and _ANSI.search(raw)) \
+    if m is None or "\r" in raw or _holds_ansi(raw) \
             or (_may_hold_glued_record(raw) and _GLUED.search(raw)) or raw.endswith("across cluster]"):
         return None
     pid = m["pid"]
