@@ -237,11 +237,11 @@ class SignatureSet:
         if len(found) == 1:
             shapes = self._shapes.get(next(iter(found)))
             if shapes:
-                for shape, sig, trailing in shapes:
+                for shape, sig, trailing, fields_of in shapes:
                     m = shape.match(message)
                     if m is not None:
                         end = len(message) - len(m[trailing]) if trailing else len(message)
-                        return [(sig, sig.fields_of(m), (0, end))]
+                        return [(sig, fields_of(m), (0, end))]
         hits = []
         for anchor in found:
             for sig in self._by_anchor[anchor]:
@@ -296,13 +296,56 @@ _SHAPES = (
 )
 
 
-def _line_shapes(sigs: SignatureSet) -> dict[str, tuple[tuple[re.Pattern[str], Signature, str | None], ...]]:
+_Shape = tuple[re.Pattern[str], Signature, "str | None", Callable[[Any], dict[str, Any]]]
+
+
+def _line_shapes(sigs: SignatureSet) -> dict[str, tuple[_Shape, ...]]:
     """The shapes usable with these signatures, by anchor: all or nothing per anchor."""
     under = sigs._by_anchor.get(_STATS_ANCHOR, [])
     wanted = {ident: regex_text for ident, regex_text, _, _ in _SHAPES}
     if sorted(s.id for s in under) != sorted(wanted) or any(s.pattern.pattern != wanted[s.id] for s in under):
         return {}
-    return {_STATS_ANCHOR: tuple((shape, sigs.by_id[ident], trailing) for ident, _, shape, trailing in _SHAPES)}
+    return {_STATS_ANCHOR: tuple((shape, sigs.by_id[ident], trailing, _shape_fields(sigs.by_id[ident]))
+                                 for ident, _, shape, trailing in _SHAPES)}
+
+
+# A shape's groups hold only digits, dots and a trailing %: a short one is in range however it reads, so
+# it needs no range check (these give what the signature's converters give, without their cost per field).
+def _short_int(raw: str) -> int:
+    return int(raw) if len(raw) <= 15 else _to_int(raw)
+
+
+def _short_float(raw: str) -> float:
+    return float(raw) if len(raw) <= 15 else _to_float(raw)
+
+
+def _short_percent(raw: str) -> float:
+    return float(raw.rstrip("%")) / 100.0 if len(raw) <= 7 else _to_percent(raw)
+
+
+_SHORT_FORMS: Mapping[Callable[[str], Any], Callable[[str], Any]] = {
+    _to_int: _short_int, _to_float: _short_float, _to_percent: _short_percent}
+
+
+def _shape_fields(sig: Signature) -> Callable[[Any], dict[str, Any]]:
+    """`sig.fields_of` for a match of its shape; the signature's own where a field collects captures."""
+    if any(many for _, _, many in sig.plan):
+        return sig.fields_of
+    plan = tuple((name, _SHORT_FORMS.get(convert, convert)) for name, convert, _ in sig.plan)
+    sets = sig.sets
+
+    def fields_of(m: Any) -> dict[str, Any]:
+        out: dict[str, Any] = dict(sets)
+        groups = m.groupdict()
+        for name, convert in plan:
+            raw = groups[name]
+            if raw:
+                try:
+                    out[name] = convert(raw)
+                except (ValueError, OverflowError):
+                    continue          # a mangled number is unknown, not zero
+        return out
+    return fields_of
 
 
 def literal_trie(words: Iterable[str]) -> str:
