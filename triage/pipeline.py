@@ -139,7 +139,7 @@ class LogReading:
     def __init__(self, inp: LogInput, kit: Toolkit, redactor: Redactor,
                  progress: Callable[[int], None] | None = None) -> None:
         self.name = inp.name
-        self._lines = LineReader(inp, kit.signatures.bulk_patterns, progress)
+        self._lines = LineReader(inp, kit.signatures.bulk_patterns, progress, kit.signatures.quiet)
         self._parse = LogParse(inp.name, self._lines, kit.signatures, redactor)
         self._bulk_vllm_patterns = kit.signatures.bulk_vllm_patterns
 
@@ -147,14 +147,15 @@ class LogReading:
         return iter(self._parse)
 
     def result(self) -> LogRead:
-        """The parser saw every line but the bulk ones the reader set aside: add those back."""
+        """The parser saw every line but the bulk and quiet ones the reader set aside: add those back (a quiet
+        line is vLLM's, recognised by nothing)."""
         lines, parse = self._lines.result(), self._parse.result()
         summary = parse.summary
         bulk = sum(lines.bulk_lines)
         bulk_vllm = sum(lines.bulk_lines[:self._bulk_vllm_patterns])
         return LogRead(dataclasses.replace(summary, lines_read=max(lines.lines_read, summary.lines_read),
                                            lines_recognised=summary.lines_recognised + bulk,
-                                           vllm_lines=summary.vllm_lines + bulk_vllm,
+                                           vllm_lines=summary.vllm_lines + bulk_vllm + lines.quiet_lines,
                                            warnings=lines.warnings + parse.warnings), parse.unrecognised)
 
 

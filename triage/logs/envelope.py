@@ -250,6 +250,22 @@ def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, p
 _PLAIN = re.compile(r"(?>" + _PROCESS.pattern + r")?" + _LOGGER.pattern)
 
 
+# The same prefix at DEBUG or INFO, as bytes, for the block scanner's quiet lines (sources/scan.py): a
+# stricter form of _PLAIN (ASCII words for the process name, an IP of hex digits, dots and colons, a file
+# token of word characters, dots, slashes and dashes not starting with a digit where an escape code could
+# hide, single spaces), so where it matches _PLAIN matches too and ends at the same place; and the
+# message after it starts with a printable character other than ^ or ~, so it is never a traceback's body.
+QUIET_HEAD = (rb"(?:\((?:(?!pid=)[A-Za-z_][\w.=-]*+(?: (?!pid=)[A-Za-z_][\w.=-]*+)*+)? ?pid=[0-9]++"
+              rb"(?:, ip=[0-9A-Fa-f.:]*+)?\) *+)?"
+              rb"(?:DEBUG|INFO) [0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9](?:[.,][0-9]++)? "
+              rb"\[?(?![0-9])[\w./-]++:[0-9]++\] ?(?=[!-\]_-}])")     # possessive: no backtracking
+# What makes a line with that prefix anything but plain after it (see plain_record): a carriage return, an
+# escape code or its bare `[0m` form, a glued record's level word or process group, Ray's repeat marker,
+# a NUL byte the reader drops (it could join two pieces into an anchor).
+QUIET_STOPS = (b"\r", b"\x1b", b"\\", b"^[", *(b"[%d" % d for d in range(10)), *(w.encode() for w in _LEVEL_WORDS),
+               b"pid=", b"across cluster]", b"\x00")
+
+
 def plain_record(number: int, raw: str) -> Record | None:
     """The record of a line of that common shape, read in one match; None for any other line."""
     m = _PLAIN.match(raw)

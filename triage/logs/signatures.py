@@ -24,8 +24,9 @@ except ImportError:         # no wheel for this platform: the regex trie below f
     ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
 
 from ..errors import RuleError
-from ..sources.scan import bulk_pattern
+from ..sources.scan import QuietLines, bulk_pattern, quiet_lines_possible
 from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES
+from .envelope import QUIET_HEAD, QUIET_STOPS
 
 MATCH_TIMEOUT_S = 0.25      # a pathological user regex must not hang the tool: each search gets this long
 SLOW_BUDGET_S = 5.0         # per input: once timeouts have cost this much, patterns that timed out are skipped
@@ -200,6 +201,9 @@ class SignatureSet:
         self.bulk_patterns: tuple[re.Pattern[bytes], ...] = tuple(bulk_pattern(group) for group in self.bulk_anchors)
         self.bulk_vllm_patterns = 1 if any(s.bulk and not s.generic for s in self.signatures) else 0
         self._anchor_list = list(anchors)
+        # DEBUG and INFO lines holding no anchor: counted, never parsed (see scan.QuietLines)
+        self.quiet: QuietLines | None = QuietLines(re.compile(QUIET_HEAD), tuple(
+            sorted({*QUIET_STOPS, *(a.encode() for a in anchors)}))) if quiet_lines_possible() and anchors else None
         self._automaton = ahocorasick_rs.AhoCorasick(self._anchor_list) if ahocorasick_rs and anchors else None
         self._shapes = _line_shapes(self)
 

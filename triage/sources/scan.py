@@ -10,12 +10,21 @@ Pure functions over bytes; reading and processes live in `sources`.
 """
 from __future__ import annotations
 
+import collections
+import functools
 import itertools
 import operator
 import re
-from typing import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+try:
+    import ahocorasick_rs
+except ImportError:      # no wheel for this platform: quiet lines are parsed like any other
+    ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
 
 HEAD_WINDOW = 240          # a bulk line's anchor sits near its start; past that it is prompt text
+QUIET_MAX_BYTES = 4096     # a longer line is parsed (the reader cuts lines far longer; noise is short)
 
 
 MIN_SHARED = 3             # a shared piece shorter than this is no better than the plain alternation
@@ -54,13 +63,63 @@ def _shared_piece(words: Sequence[bytes]) -> bytes:
     return b""
 
 
-def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line: int
-                ) -> tuple[list[tuple[int, bytes]], int, list[int]]:
-    """Split a block of whole lines into the lines to parse and the bulk lines to count.
+@dataclass(frozen=True)
+class QuietLines:
+    """DEBUG and INFO lines no signature needs, set aside like the bulk ones and counted as vLLM's lines.
+
+    A DEBUG log is mostly `EngineCore loop active.` and the like: parsed, such a line only adds one to the
+    vLLM lines. A line is quiet when `head` (vLLM's usual prefix at DEBUG or INFO, in a form stricter than
+    the parser's: ASCII, no escape code, no record glued into it) matches it, nothing in `stops` (every
+    signature's anchor, and what makes a line other than plain: escape codes, a level word or `pid=` of a
+    glued record, a carriage return, Ray's repeat marker) occurs after it, and both neighbours in the block
+    have that prefix too: then no collector split it and no terminal wrapped it, so the parser would have
+    read it alone, found nothing and counted it. (Unlike the parser, a quiet line does not end a traceback
+    in progress in its process; neither does a bulk line.)
+    """
+
+    head: re.Pattern[bytes]
+    stops: tuple[bytes, ...]
+
+    def mask(self, lines: Sequence[bytes], indexes: Sequence[int], rest: Sequence[bytes]) -> list[bool]:
+        """Whether each line of `rest` (the lines of `lines` at `indexes` that no bulk pattern claimed) is
+        quiet. Every step runs its loop over the lines in C (map, compress), but the last."""
+        heads = list(map(self.head.match, rest))
+        prefixed = list(map(bool, heads))
+        candidates = list(map(operator.and_, prefixed, map(QUIET_MAX_BYTES.__ge__, map(len, rest))))
+        tails = map(operator.getitem, itertools.compress(rest, candidates),
+                    map(slice, map(operator.methodcaller("end"), itertools.compress(heads, candidates)),
+                        itertools.repeat(None)))
+        clean = iter(list(map(operator.not_, map(_automaton(self.stops).find_matches_as_indexes, tails))))
+        # A neighbour must be a bulk line (set aside either way) or have the prefix: not empty (the reader
+        # drops it, so what follows could be a split line's end), not a line without it (a wrapped tail).
+        plain = bytearray(map(bool, lines))
+        collections.deque(map(plain.__setitem__, itertools.compress(indexes, map(operator.not_, prefixed)),
+                              itertools.repeat(0)), maxlen=0)
+        padded = b"\0" + plain + b"\0"            # the block's first and last lines have no neighbour here
+        neighbours = map(operator.and_, map(padded.__getitem__, indexes),
+                         map(padded.__getitem__, map((2).__add__, indexes)))
+        return [next(clean) and bool(both) if candidate else False for candidate, both in zip(candidates, neighbours)]
+
+
+def quiet_lines_possible() -> bool:
+    """Quiet lines need the automaton; without the wheel every line is parsed."""
+    return ahocorasick_rs is not None
+
+
+@functools.lru_cache(maxsize=4)
+def _automaton(stops: tuple[bytes, ...]) -> Any:
+    """Built once per process (a worker builds its own: the automaton does not pickle)."""
+    return ahocorasick_rs.BytesAhoCorasick(list(stops))
+
+
+def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line: int,
+                quiet: QuietLines | None = None) -> tuple[list[tuple[int, bytes]], int, list[int]]:
+    """Split a block of whole lines into the lines to parse and the bulk and quiet lines to count.
 
     Returns ([(line_number, raw_line), ...] for the non-empty lines no pattern claimed within their
-    first HEAD_WINDOW bytes, the number of lines in the block, the lines each pattern claimed, a line
-    counting for the first pattern that claims it). `first_line` numbers the block's first line.
+    first HEAD_WINDOW bytes and `quiet` did not set aside, the number of lines in the block, the lines
+    each pattern claimed (a line counting for the first pattern that claims it), then, with `quiet`,
+    the quiet lines). `first_line` numbers the block's first line.
     """
     lines = block.split(b"\n")
     if block.endswith(b"\n") or not block:
@@ -75,6 +134,12 @@ def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line:
         n = len(rest)
         found = map(pattern.search, rest, itertools.repeat(0, n), itertools.repeat(HEAD_WINDOW, n))
         keep = list(map(operator.not_, found))
+        unclaimed = list(itertools.compress(unclaimed, keep))
+        rest = list(itertools.compress(rest, keep))
+        counts.append(n - len(rest))
+    if quiet is not None:
+        n = len(rest)
+        keep = list(map(operator.not_, quiet.mask(lines, unclaimed, rest)))
         unclaimed = list(itertools.compress(unclaimed, keep))
         rest = list(itertools.compress(rest, keep))
         counts.append(n - len(rest))
