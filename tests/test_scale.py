@@ -108,7 +108,56 @@ def test_a_log_with_little_to_set_aside_is_split_here_with_the_same_result(kit, 
     monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(sources, "PIECE_BYTES", 8192)
     here = []
-    original = sources._Here.get
-    monkeypatch.setattr(sources._Here, "get", lambda self: here.append(1) or original(self))
+    original = sources.split_range
+    monkeypatch.setattr(sources, "split_range", lambda *args: here.append(1) or original(*args))
     two = _read(path, keys)
     assert two == one and here
+
+
+def _mixed_log(path) -> None:
+    path.write_text("".join((_request(i, "y") if i % 4 else STATS.format(m=i // 60 % 60, s=i % 60, r=i % 9, w=0,
+                                                                         kv=40.0)) + "\n" for i in range(6000)))
+
+
+def test_a_worker_that_fails_has_its_range_split_here(kit, tmp_path, monkeypatch):
+    """A worker that dies (or cannot read its range) costs nothing but time: the reader splits the range
+    itself and lets the workers go; the lines are those of a reading without workers."""
+    from triage.sources import workers
+    path = tmp_path / "mixed.log"
+    _mixed_log(path)
+    keys = kit.signatures.bulk_patterns
+    one = _read(path, keys)
+    monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 8192)
+    answered = []
+    original = workers.Worker.answer
+
+    def second_fails(self):
+        answered.append(1)
+        if len(answered) == 2:
+            raise workers.WorkerFailed("the worker stopped: test")
+        return original(self)
+    monkeypatch.setattr(workers.Worker, "answer", second_fails)
+    assert _read(path, keys) == one and len(answered) == 2
+
+
+def test_workers_are_real_processes_and_end_with_the_reading(kit, tmp_path, monkeypatch):
+    """The workers are separate processes; a reading given up half-way (the consumer stops) ends them."""
+    from triage.sources import workers
+    path = tmp_path / "mixed.log"
+    _mixed_log(path)
+    monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 8192)
+    started = []
+    original = workers.Worker.__init__
+
+    def record(self, *args):
+        original(self, *args)
+        started.append(self)
+    monkeypatch.setattr(workers.Worker, "__init__", record)
+    lines = iter(LineReader(open_log(str(path)), kit.signatures.bulk_patterns))
+    first = [next(lines) for _ in range(3)]
+    assert first[0][0] == 1 and len(started) == sources.WORKERS
+    assert all(w._process.poll() is None for w in started)            # working beside this process
+    lines.close()
+    assert all(w._process.poll() is not None for w in started)        # gone with the reading

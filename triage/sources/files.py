@@ -13,8 +13,6 @@ import collections
 import io
 import itertools
 import lzma
-import multiprocessing
-import multiprocessing.pool
 import os
 import re
 import stat
@@ -25,7 +23,8 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from ..errors import InputError
 from ..vocabulary import MAX_METRICS_BYTES
-from .scan import QuietLines, split_block
+from .scan import QuietLines
+from .workers import Split, Worker, WorkerFailed, split_range
 
 MAX_LINE_BYTES = 1 << 20          # a longer physical line is cut here; the rest is skipped
 MAX_LINES = 100_000_000           # lines read per input (a 1 GiB vLLM log has about 3 million)
@@ -301,7 +300,7 @@ class LineReader:
     def __init__(self, inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = (),
                  progress: Callable[[int], None] | None = None, quiet: QuietLines | None = None) -> None:
         self._reading = _Reading(inp.name, inp.path, inp.size, inp.compression, progress, [0] * len(bulk))
-        self._lines = _read_lines(inp, _Split(bulk, quiet), self._reading)
+        self._lines = _read_lines(inp, Split(bulk, quiet), self._reading)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
         return self._lines
@@ -319,22 +318,12 @@ def iter_lines(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = ()) -> Itera
     return iter(LineReader(inp, bulk))
 
 
-@dataclass(frozen=True)
-class _Split:
-    """What the block scanner sets aside: the bulk patterns and the quiet lines (see scan)."""
-
-    bulk: tuple[re.Pattern[bytes], ...]
-    quiet: QuietLines | None
-
-    def block(self, block: bytes, first_line: int) -> tuple[list[tuple[int, bytes]], int, list[int]]:
-        return split_block(block, self.bulk, first_line, self.quiet)
-
-    def judged(self, reading: _Reading, lines: int) -> _Split:
-        """Once DECIDE_AFTER_LINES are read: without the quiet lines when they are too few to pay for
-        the search (about 2.5 µs a line). Either way the lines parsed give the same report."""
-        if self.quiet is None or lines < DECIDE_AFTER_LINES or reading.quiet_lines >= QUIET_WORTH * lines:
-            return self
-        return _Split(self.bulk, None)
+def _judged(split: Split, reading: _Reading, lines: int) -> Split:
+    """Once DECIDE_AFTER_LINES are read: without the quiet lines when they are too few to pay for the
+    search (about 2.5 µs a line). Either way the lines parsed give the same report."""
+    if split.quiet is None or lines < DECIDE_AFTER_LINES or reading.quiet_lines >= QUIET_WORTH * lines:
+        return split
+    return Split(split.bulk, None)
 
 
 def _tally(reading: _Reading, tally: list[int]) -> None:
@@ -344,7 +333,7 @@ def _tally(reading: _Reading, tally: list[int]) -> None:
     reading.quiet_lines += sum(tally[bulk:])
 
 
-def _read_lines(inp: LogInput, split: _Split, reading: _Reading) -> Iterator[tuple[int, str]]:
+def _read_lines(inp: LogInput, split: Split, reading: _Reading) -> Iterator[tuple[int, str]]:
     raw, reading.compression = _open_binary(inp)
     try:
         chunks = _decompressed(raw, reading) if reading.compression else iter(lambda: raw.read(BLOCK_BYTES), b"")
@@ -355,7 +344,7 @@ def _read_lines(inp: LogInput, split: _Split, reading: _Reading) -> Iterator[tup
         else:
             number = 0
             for block in _blocks(text, reading):
-                split = split.judged(reading, number)
+                split = _judged(split, reading, number)
                 rest, count, tally = split.block(block, number + 1)
                 for line_no, line in rest:
                     if line_no > MAX_LINES:
@@ -413,42 +402,54 @@ def _blocks(chunks: Iterable[bytes], reading: _Reading) -> Iterator[bytes]:
         yield carry
 
 
-def _split_in_parallel(reading: _Reading, split: _Split) -> Iterator[tuple[int, str]]:
+def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, str]]:
     """Two worker processes split byte ranges of a large plain file while this one parses.
 
     At most IN_FLIGHT pieces are handed out ahead of the parser, so a log the parser reads slowly
     (few bulk lines) cannot pile up finished pieces in memory. When the first pieces show that the
-    workers set aside less than half the lines (a log of stats or DEBUG lines), every line would come
-    back to be parsed here anyway: the workers are let go (their memory with them) and the rest of
-    the file is split in this process.
+    workers set aside less than half the lines (a log of stats lines), every line would come back to
+    be parsed here anyway: the workers are let go (their memory with them) and the rest of the file is
+    split in this process. A worker that fails is let go too, and its range split here.
     """
     assert reading.path is not None, "only a named plain file is split in parallel"
     size = reading.size or 0
-    jobs = [(reading.path, start, min(start + PIECE_BYTES, size), split) for start in range(0, size, PIECE_BYTES)]
-    number = 0
-    seen = set_aside = 0
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with context.Pool(WORKERS) as pool:
-        pending: collections.deque = collections.deque()
-        queue = iter(jobs)
-        for job in itertools.islice(queue, IN_FLIGHT):
-            pending.append((pool.apply_async(_split_range, (job,)), job[2]))
-        workers = running = True
+    path = reading.path
+    ranges = iter([(start, min(start + PIECE_BYTES, size)) for start in range(0, size, PIECE_BYTES)])
+    number = seen = set_aside = 0
+    workers = _start_workers(path)
+    pending: collections.deque[tuple[Worker | None, int, int, Split]] = collections.deque()
+
+    def hand_out(count: int) -> None:
+        for start, end in itertools.islice(ranges, count):
+            worker = workers[len(pending) % len(workers)] if workers else None
+            if worker is not None:
+                try:
+                    worker.ask(start, end, split)
+                except WorkerFailed:
+                    worker = None
+            pending.append((worker, start, end, split))
+
+    try:
+        hand_out(IN_FLIGHT)
         while pending:
-            result, end = pending.popleft()
-            rest, count, tally = result.get()
+            worker, start, end, asked = pending.popleft()
+            result = None
+            if worker is not None:
+                try:
+                    result = worker.answer()
+                except WorkerFailed:
+                    workers = _let_go(workers)      # its later ranges too are split here (worker None below)
+            if result is None:
+                result = split_range(path, start, end, asked, MAX_LINE_BYTES)
+            rest, count, tally = result
             seen, set_aside = seen + count, set_aside + sum(tally)
             _tally(reading, tally)
             if workers and seen >= DECIDE_AFTER_LINES and 2 * set_aside < seen:
-                workers = False
-            if not workers and running and not any(isinstance(r, multiprocessing.pool.AsyncResult) for r, _ in pending):
-                pool.close()                # nothing more for them: they exit now, not at the end of the file
-                pool.join()
-                running = False
-            split = split.judged(reading, seen)
-            for path, start, stop, _ in itertools.islice(queue, 1):
-                job = (path, start, stop, split)
-                pending.append((pool.apply_async(_split_range, (job,)) if workers else _Here(job), job[2]))
+                workers = _let_go(workers)
+            if not workers:
+                pending = collections.deque((None, start, end, asked) for _, start, end, asked in pending)
+            split = _judged(split, reading, seen)
+            hand_out(1)
             for rel, raw in rest:
                 if number + rel > MAX_LINES:
                     break
@@ -460,46 +461,27 @@ def _split_in_parallel(reading: _Reading, split: _Split) -> Iterator[tuple[int, 
                 number = MAX_LINES
                 _warn_too_many(reading)
                 break
+    finally:
+        _let_go(workers)
     reading.lines_read = number
 
 
-class _Here:
-    """A piece split in this process when it is due, in place of a worker's result."""
-
-    def __init__(self, job: tuple[str, int, int, _Split]) -> None:
-        self.job = job
-
-    def get(self) -> tuple[list[tuple[int, bytes]], int, list[int]]:
-        return _split_range(self.job)
-
-
-def _split_range(job: tuple[str, int, int, _Split]) -> tuple[list[tuple[int, bytes]], int, list[int]]:
-    """Worker: split the lines that START in [start, end) of a file (the last one may run past end).
-
-    A range with no line start in it gives nothing and reads nothing past its end, so the ends of a
-    line longer than many ranges are looked for once, by the range where the line starts."""
-    path, start, end, split = job
-    with open(path, "rb") as handle:
-        handle.seek(max(0, start - 1))
-        data = handle.read(end - max(0, start - 1))
-        if start > 0:
-            first = data.find(b"\n")              # data[0] is the byte before the range
-            if first == -1:
-                return [], 0, [0] * (len(split.bulk) + (split.quiet is not None))
-            data = data[first + 1:]
-        if data and not data.endswith(b"\n"):
-            tail = handle.readline(MAX_LINE_BYTES)
-            if not tail.endswith(b"\n") and len(tail) >= MAX_LINE_BYTES:
-                _skip_rest_of_line(handle)      # the line is over MAX_LINE_BYTES: _decode cuts and counts it
-            data += tail
-    return split.block(data, 1)
+def _start_workers(path: str) -> list[Worker]:
+    """WORKERS processes, or none where they cannot start (no interpreter to run): the file is then
+    split in this process."""
+    started: list[Worker] = []
+    try:
+        for _ in range(WORKERS):
+            started.append(Worker(path, MAX_LINE_BYTES))
+    except (OSError, WorkerFailed):
+        return _let_go(started)
+    return started
 
 
-def _skip_rest_of_line(stream: BinaryIO) -> None:
-    while True:
-        more = stream.readline(MAX_LINE_BYTES)
-        if not more or more.endswith(b"\n"):
-            return
+def _let_go(workers: list[Worker]) -> list[Worker]:
+    for worker in workers:
+        worker.close()
+    return []
 
 
 def _decode(raw: bytes, reading: _Reading) -> str:

@@ -1,0 +1,143 @@
+"""The worker processes that split byte ranges of a large log while the reader parses (see
+files._split_in_parallel), and the splitting they do.
+
+A worker is a plain `python -c` subprocess that imports only this module and `scan`, reads jobs from
+its stdin and writes results to its stdout (pickles). Not a multiprocessing pool: a forked worker
+counts the parent's whole memory again (three copies of the imports at 40 MiB each), and a spawned
+pool adds a resource-tracker process and imports the parent's main module (the command line).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import IO, BinaryIO, cast
+
+from .scan import QuietLines, split_block
+
+Split_ = tuple[list[tuple[int, bytes]], int, list[int]]      # lines to parse, lines in all, set aside per key
+
+
+@dataclass(frozen=True)
+class Split:
+    """What the block scanner sets aside: the bulk patterns and the quiet lines (see scan)."""
+
+    bulk: tuple[re.Pattern[bytes], ...]
+    quiet: QuietLines | None
+
+    def block(self, block: bytes, first_line: int) -> Split_:
+        return split_block(block, self.bulk, first_line, self.quiet)
+
+    def nothing(self) -> Split_:
+        return [], 0, [0] * (len(self.bulk) + (self.quiet is not None))
+
+
+def split_range(path: str, start: int, end: int, split: Split, max_line_bytes: int) -> Split_:
+    """Split the lines that START in [start, end) of a file (the last one may run past end).
+
+    A range with no line start in it gives nothing and reads nothing past its end, so the ends of a
+    line longer than many ranges are looked for once, by the range where the line starts."""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, start - 1))
+        data = handle.read(end - max(0, start - 1))
+        if start > 0:
+            first = data.find(b"\n")              # data[0] is the byte before the range
+            if first == -1:
+                return split.nothing()
+            data = data[first + 1:]
+        if data and not data.endswith(b"\n"):
+            tail = handle.readline(max_line_bytes)
+            if not tail.endswith(b"\n") and len(tail) >= max_line_bytes:
+                _skip_rest_of_line(handle, max_line_bytes)   # over the limit: the reader cuts and counts it
+            data += tail
+    return split.block(data, 1)
+
+
+def _skip_rest_of_line(stream: BinaryIO, max_line_bytes: int) -> None:
+    while True:
+        more = stream.readline(max_line_bytes)
+        if not more or more.endswith(b"\n"):
+            return
+
+
+class WorkerFailed(Exception):
+    """A worker died or could not split its range: the reader splits that range itself."""
+
+
+class Worker:
+    """One worker process, given the file once and then byte ranges, answering in the order asked."""
+
+    def __init__(self, path: str, max_line_bytes: int) -> None:
+        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH"))
+                                                           if p)}
+        self._process = subprocess.Popen([sys.executable, "-c", "from triage.sources.workers import serve; serve()"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         env=env)
+        self._send(("file", path, max_line_bytes))
+        self._split: Split | None = None
+
+    def ask(self, start: int, end: int, split: Split) -> None:
+        if split is not self._split:       # sent when it changes (the quiet lines may be given up), not per range
+            self._send(("split", split))
+            self._split = split
+        self._send(("range", start, end))
+
+    def answer(self) -> Split_:
+        try:
+            kind, value = pickle.load(cast(IO[bytes], self._process.stdout))
+        except (EOFError, pickle.UnpicklingError, OSError) as err:
+            raise WorkerFailed(f"the worker stopped: {err}") from err
+        if kind != "ok":
+            raise WorkerFailed(value)
+        return cast(Split_, value)
+
+    def close(self) -> None:
+        """Let it go: its answers still unread are dropped (so it cannot block writing one) and it exits at
+        the end of its input; one that does not is killed."""
+        for stream in (self._process.stdout, self._process.stdin):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass              # a pipe it already broke: nothing left to flush
+        try:
+            self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+    def _send(self, message: tuple) -> None:
+        try:
+            stdin = cast(IO[bytes], self._process.stdin)
+            pickle.dump(message, stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            stdin.flush()
+        except OSError as err:
+            raise WorkerFailed(f"the worker stopped: {err}") from err
+
+
+def serve() -> None:
+    """A worker's life: the file, then ranges to split, each answered in turn, until its input ends."""
+    read, write = sys.stdin.buffer, sys.stdout.buffer
+    path, max_line_bytes, split = "", 0, Split((), None)
+    while True:
+        try:
+            message = pickle.load(read)
+        except EOFError:
+            return
+        if message[0] == "file":
+            _, path, max_line_bytes = message
+            continue
+        if message[0] == "split":
+            split = message[1]
+            continue
+        _, start, end = message
+        try:
+            answer: tuple = ("ok", split_range(path, start, end, split, max_line_bytes))
+        except Exception as err:  # noqa: BLE001 - any failure goes back to the reader, which splits the range itself
+            answer = ("error", f"{type(err).__name__}: {err}")
+        pickle.dump(answer, write, protocol=pickle.HIGHEST_PROTOCOL)
+        write.flush()
