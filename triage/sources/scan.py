@@ -71,10 +71,10 @@ class QuietLines:
     vLLM lines. A line is quiet when `head` (vLLM's usual prefix at DEBUG or INFO, in a form stricter than
     the parser's: ASCII, no escape code, no record glued into it) matches it, nothing in `stops` (every
     signature's anchor, and what makes a line other than plain: escape codes, a level word or `pid=` of a
-    glued record, a carriage return, Ray's repeat marker) occurs after it, and both neighbours in the block
-    have that prefix too: then no collector split it and no terminal wrapped it, so the parser would have
-    read it alone, found nothing and counted it. (Unlike the parser, a quiet line does not end a traceback
-    in progress in its process; neither does a bulk line.)
+    glued record, a carriage return, Ray's repeat marker, a NUL) occurs after it, and both neighbours in the
+    block are plain too (that prefix, or a bulk line set aside either way): then no collector split it and
+    no terminal wrapped it, so the parser would have read it alone, found nothing and counted it. (Unlike
+    the parser, a quiet line does not end a traceback in progress in its process; neither does a bulk line.)
     """
 
     head: re.Pattern[bytes]

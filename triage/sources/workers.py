@@ -18,7 +18,7 @@ from typing import IO, BinaryIO, cast
 
 from .scan import QuietLines, split_block
 
-Split_ = tuple[list[tuple[int, bytes]], int, list[int]]      # lines to parse, lines in all, set aside per key
+SplitResult = tuple[list[tuple[int, bytes]], int, list[int]]   # lines to parse, lines in all, set aside per key
 
 
 @dataclass(frozen=True)
@@ -28,14 +28,14 @@ class Split:
     bulk: tuple[re.Pattern[bytes], ...]
     quiet: QuietLines | None
 
-    def block(self, block: bytes, first_line: int) -> Split_:
+    def block(self, block: bytes, first_line: int) -> SplitResult:
         return split_block(block, self.bulk, first_line, self.quiet)
 
-    def nothing(self) -> Split_:
+    def nothing(self) -> SplitResult:
         return [], 0, [0] * (len(self.bulk) + (self.quiet is not None))
 
 
-def split_range(path: str, start: int, end: int, split: Split, max_line_bytes: int) -> Split_:
+def split_range(path: str, start: int, end: int, split: Split, max_line_bytes: int) -> SplitResult:
     """Split the lines that START in [start, end) of a file (the last one may run past end).
 
     A range with no line start in it gives nothing and reads nothing past its end, so the ends of a
@@ -86,14 +86,14 @@ class Worker:
             self._split = split
         self._send(("range", start, end))
 
-    def answer(self) -> Split_:
+    def answer(self) -> SplitResult:
         try:
             kind, value = pickle.load(cast(IO[bytes], self._process.stdout))
         except (EOFError, pickle.UnpicklingError, OSError) as err:
             raise WorkerFailed(f"the worker stopped: {err}") from err
         if kind != "ok":
             raise WorkerFailed(value)
-        return cast(Split_, value)
+        return cast(SplitResult, value)
 
     def close(self) -> None:
         """Let it go: its answers still unread are dropped (so it cannot block writing one) and it exits at
