@@ -42,9 +42,8 @@ _URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/@
 _URL_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[A-Za-z0-9_-]{20,})@")
 _BARE_USER_PASSWORD = re.compile(   # admin:hunter2@db.internal:5432, user:pw@host/model (no scheme)
     r"(?<![\w/:.@+-])[\w.+-]+:(?P<secret>[^\s/@:'\"]+)@(?=[\w-]+(?:\.[\w-]+)*(?:[:/\s'\",;)}\]]|$))")
-_URL_PARAM = re.compile(
-    r"(?i)[?&;][\w.-]*?(?:token|key|secret|passw|pass|pwd|sig|signature|credential|auth|hf)[\w.-]*="
-    r"(?P<secret>[^&\s'\"#<>]+)")
+_URL_NAME = r"[?&;][\w.-]*?(?:token|key|secret|pass|pwd|sig|credential|auth|hf)[\w.-]*="   # the pre-filter's too
+_URL_PARAM = re.compile(rf"(?i){_URL_NAME}(?P<secret>[^&\s'\"#<>]+)")
 
 # (kind, pattern): shapes vendors issue, wherever they stand.
 _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -71,7 +70,6 @@ _LITERALS = ("passw", "authorization", "bearer", "private key", "@",            
 _WORD = "(?:" + "|".join(_SECRET_WORDS) + ")"
 _AFTER_NAME = r"""(?:\\?['"])?\s*[=:]"""                                    # _ASSIGNED: name = value
 _FLAG_NAME = rf"--[\w.-]*?{_WORD}(?![\w.-])"                                  # _FLAG: --name value
-_URL_NAME = r"[?&;][\w.-]*?(?:token|key|secret|pass|pwd|sig|credential|auth|hf)[\w.-]*="  # _URL_PARAM
 _QUICK = re.compile(rf"{_WORD}{_AFTER_NAME}|{_FLAG_NAME}|{_URL_NAME}|" + "|".join(map(re.escape, _LITERALS)))
 
 # The same test in one pass of an Aho-Corasick automaton (a regex alternation costs ~14 µs a line that
