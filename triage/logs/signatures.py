@@ -126,11 +126,13 @@ class Signature:
             return None
         return self.fields_of(m), m.span()
 
-    def fields_of(self, m: Any) -> dict[str, Any]:
-        """The typed fields of a match that has this signature's named groups."""
+    def fields_of(self, m: Any, plan: tuple[tuple[str, Callable[[str], Any], bool], ...] | None = None
+                  ) -> dict[str, Any]:
+        """The typed fields of a match that has this signature's named groups (converted by `plan`, or else
+        the signature's own)."""
         out: dict[str, Any] = dict(self.sets)
         groups = m.groupdict()
-        for name, convert, many in self.plan:
+        for name, convert, many in self.plan if plan is None else plan:
             try:
                 if many:
                     values = [convert(raw) for raw in m.captures(name) if raw]
@@ -332,24 +334,9 @@ _SHORT_FORMS: Mapping[Callable[[str], Any], Callable[[str], Any]] = {
 
 
 def _shape_fields(sig: Signature) -> Callable[[Any], dict[str, Any]]:
-    """`sig.fields_of` for a match of its shape; the signature's own where a field collects captures."""
-    if any(many for _, _, many in sig.plan):
-        return sig.fields_of
-    plan = tuple((name, _SHORT_FORMS.get(convert, convert)) for name, convert, _ in sig.plan)
-    sets = sig.sets
-
-    def fields_of(m: Any) -> dict[str, Any]:
-        out: dict[str, Any] = dict(sets)
-        groups = m.groupdict()
-        for name, convert in plan:
-            raw = groups[name]
-            if raw:
-                try:
-                    out[name] = convert(raw)
-                except (ValueError, OverflowError):
-                    continue          # a mangled number is unknown, not zero
-        return out
-    return fields_of
+    """`sig.fields_of` for a match of its shape, with the short converters."""
+    return functools.partial(sig.fields_of, plan=tuple((name, _SHORT_FORMS.get(convert, convert), many)
+                                                       for name, convert, many in sig.plan))
 
 
 def literal_trie(words: Iterable[str]) -> str:
