@@ -419,6 +419,12 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
     workers = _start_workers(path)
     pending: collections.deque[tuple[Worker | None, int, int, Split]] = collections.deque()
 
+    def let_go() -> None:
+        """Without workers from here on: the ranges they were asked for are split here as they come due."""
+        nonlocal workers, pending
+        workers = _let_go(workers)
+        pending = collections.deque((None, start, end, asked) for _, start, end, asked in pending)
+
     def hand_out(count: int) -> None:
         for start, end in itertools.islice(ranges, count):
             worker = workers[len(pending) % len(workers)] if workers else None
@@ -438,16 +444,14 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
                 try:
                     result = worker.answer()
                 except WorkerFailed:
-                    workers = _let_go(workers)      # its later ranges too are split here (worker None below)
+                    let_go()
             if result is None:
                 result = split_range(path, start, end, asked, MAX_LINE_BYTES)
             rest, count, tally = result
             seen, set_aside = seen + count, set_aside + sum(tally)
             _tally(reading, tally)
             if workers and seen >= DECIDE_AFTER_LINES and 2 * set_aside < seen:
-                workers = _let_go(workers)
-            if not workers:
-                pending = collections.deque((None, start, end, asked) for _, start, end, asked in pending)
+                let_go()
             split = _judged(split, reading, seen)
             hand_out(1)
             for rel, raw in rest:
