@@ -118,6 +118,25 @@ samples = ["took 1 GB"]
     assert "bad.toml" in message and "signature broken.regex" in message and "position" in message
 
 
+def test_the_bundled_signatures_compile_when_first_searched_with_the_same_checks(tmp_path):
+    """The bundled regexes are compiled on first use (a short log meets few of them): every one compiles with a
+    group per field, and a bad one met late still names file and key, as a user's own does at load time."""
+    bundled = load_signatures()
+    assert [s.id for s in bundled.signatures if not s.pattern.groupindex.keys() >= set(s.fields)] == []
+    folder = _write(tmp_path, """
+[[signature]]
+id = "broken"
+kind = "weights_loaded"
+anchor = "took"
+regex = '''took (?P<n>[\\d.+ GB'''
+samples = ["took 1 GB"]
+""")
+    late = load_signatures(folder, compile_now=False)
+    with pytest.raises(RuleError) as err:
+        late.match("it took 1 GB")
+    assert "bad.toml" in str(err.value) and "signature broken.regex" in str(err.value)
+
+
 def test_unknown_key_suggests_the_right_one(tmp_path):
     folder = _write(tmp_path, """
 [[signature]]

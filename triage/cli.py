@@ -50,13 +50,14 @@ def exit_code_for(verdict: str) -> int:
     return EXIT_PROBLEM
 
 
-def load_toolkit(rules_dir: str | None) -> Toolkit:
+def load_toolkit(rules_dir: str | None, compile_now: bool | None = None) -> Toolkit:
+    """The rules and signatures (`compile_now`: see load_signatures; `vtriage rules` checks every regex)."""
     from .decide.ruleset import load_rules
     from .logs.signatures import load_signatures
     from .pipeline import Toolkit
     directory = Path(rules_dir) if rules_dir else None
     return Toolkit(rules=load_rules(directory),
-                   signatures=load_signatures(directory / "signatures" if directory else None))
+                   signatures=load_signatures(directory / "signatures" if directory else None, compile_now))
 
 
 def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool,
@@ -472,7 +473,7 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
 
     Exit codes (--test): 0 every example and sample behaves as its file says, 1 one does not,
     2 usage or input error (a rule file that does not load)."""
-    kit = load_toolkit(rules_dir)
+    kit = load_toolkit(rules_dir, compile_now=True)
     if run_tests:
         from .ruletests import run_rule_tests
         outcome = run_rule_tests(kit, kit.rules.directory)
@@ -496,7 +497,7 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
     for sig in kit.signatures.signatures:
         from .logs.signatures import MATCH_TIMEOUT_S, nested_quantifier
-        if nested_quantifier(sig.pattern.pattern):
+        if nested_quantifier(sig.regex):
             click.echo(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
                        f"(like (a+)+): it can take exponential time on a line it almost matches; each search is cut "
                        f"after {MATCH_TIMEOUT_S:g} s and the line skipped (hint: give the inner repeat a separator, "
