@@ -8,12 +8,12 @@ every figure the manifest lists come out as labelled (figures within 1 %).
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from . import tomlread
 from .errors import InputError
 from .pipeline import Incident, Toolkit, build_report
 from .sources.files import open_log
@@ -42,10 +42,10 @@ def bundled_fixtures() -> Path:
 def load_manifest(directory: Path) -> list[Mapping[str, Any]]:
     path = directory / "manifest.toml"
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomlread.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(str(path), "no manifest", "a fixtures directory holds manifest.toml and logs/") from None
-    except tomllib.TOMLDecodeError as exc:
+    except tomlread.TOMLDecodeError as exc:
         raise InputError(str(path), f"not valid TOML: {exc}", "check quotes and brackets") from None
     except RecursionError:
         raise InputError(str(path), "nested too deeply to read", "a manifest is [[fixture]] tables") from None

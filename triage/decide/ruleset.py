@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import difflib
 import string
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from .. import tomlread
 from ..errors import RuleError
 from ..facts import FACTS
 from ..vocabulary import CONFIDENCES, FACT_VALUES, SEVERITIES, VERDICTS
@@ -122,8 +122,8 @@ def _hint(name: str, known: Iterable[str], what: str) -> str:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
+        return tomlread.loads(path.read_text(encoding="utf-8"))
+    except tomlread.TOMLDecodeError as exc:
         raise RuleError(str(path), "(file)", f"not valid TOML: {exc}", "check quotes and brackets") from None
     except RecursionError:
         raise RuleError(str(path), "(file)", "nested too deeply to read", "a rule file is flat tables") from None

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .. import tomlread
 from ..errors import ConfigError
 from ..model import Suppression
 from ..vocabulary import CONFIG_NAME
@@ -94,12 +94,12 @@ def load_config(path: Path, rules: RuleSet, today: dt.date) -> Config:
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8")
-        raw = tomllib.loads(text)
+        raw = tomlread.loads(text)
     except OSError as exc:
         raise ConfigError(where, "(file)", f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(where, "(file)", "not UTF-8 text", "save it as UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
+    except tomlread.TOMLDecodeError as exc:
         raise ConfigError(where, "(file)", f"not valid TOML: {exc}", "check quotes and brackets") from None
     except RecursionError:
         raise ConfigError(where, "(file)", "nested too deeply to read", "a config is a few flat tables") from None
