@@ -1,6 +1,7 @@
 """Property tests: any text into any parser, no exception out, every line accounted for."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -450,3 +451,142 @@ def test_the_usual_debug_lines_are_set_aside_and_the_rest_parsed(tmp_path):
     reader = LineReader(open_log(str(path)), KIT.signatures.bulk_patterns, None, KIT.signatures.quiet)
     assert [n for n, _ in reader] == [1, 4, 5, 6, 7, 8, 9, 10]
     assert reader.result().quiet_lines == 2
+
+
+# --- runs of stats lines folded before they are parsed (logs/statsrun.py) ---------------------------
+
+STATS_NAMES = ["APIServer", "EngineCore_DP0", "hf_AbCdEfGh1234", "sk-abcdefghijklmnop", "xINFO", "a--key", "token",
+               "key.pass", "INFO", "_", "Worker_TP0"]
+STATS_FILES = ["loggers.py", "v1/metrics/loggers.py", "metrics.py", "key.py", "sk-abcdefghijklmnopqrstu.py", "x",
+               "passwd/a.py", "Avg.py"]
+STATS_OTHER = ["(APIServer pid=1) INFO 11-29 21:03:26 [api_server.py:1] Started server process",
+               "(APIServer pid=1) WARNING 11-29 21:03:26 [scheduler.py:1] Sequence group 0 is preempted by "
+               "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. total_num_cumulative_"
+               "preemption=1", "a wrapped tail of the line before", "  indented tail",
+               "2025-07-07T15:19:48.123Z stdout P (APIServer pid=1) INFO 11-29 21:03:25 [loggers.py:123] Engine 0",
+               "Traceback (most recent call last):", "(APIServer pid=1) ERROR 11-29 21:03:27 [core.py:1] boom",
+               ""]
+
+
+@st.composite
+def stats_run(draw) -> list[str]:
+    """A run of whole stats lines as vLLM prints them (V1 or V0, one process), with numbers the converters refuse
+    now and then, and process names and files that redaction, level words or anchors may trip on."""
+    name = draw(st.sampled_from(["APIServer"] * 4 + STATS_NAMES))
+    process = draw(st.sampled_from([f"({name} pid=1) "] * 3 + ["(pid=12) ", ""]))
+    where = draw(st.sampled_from(["loggers.py"] * 4 + STATS_FILES)) + ":" + draw(st.sampled_from(["123", "7"]))
+    v1, preempting = draw(st.booleans()), draw(st.booleans())
+    lines = []
+    for _ in range(draw(st.integers(1, 12))):
+        odd = draw(st.integers(0, 9)) == 0         # now and then a number vLLM never prints
+        ints = NUMBERS if odd else st.integers(0, 300).map(str)
+        floats = NUMBERS if odd else st.sampled_from(["0.0", "95.0", "99.9", "100.0", "3.5"])
+        i = lambda strategy=ints: draw(strategy)  # noqa: E731
+        f = lambda strategy=floats: draw(strategy)  # noqa: E731
+        when = f"11-{draw(st.integers(10, 30))} 21:{draw(st.integers(10, 59))}:{draw(st.integers(10, 59))}"
+        if v1:
+            text = (f"{process}INFO {when} [{where}] Engine {i()}: Avg prompt throughput: {f()} tokens/s, Avg "
+                    f"generation throughput: {f()} tokens/s, Running: {i()} reqs, Waiting: {i()} reqs, ")
+            if preempting and draw(st.integers(0, 5)):
+                text += f"Preemptions: {i()}, "
+            text += f"GPU KV cache usage: {f()}%, Prefix cache hit rate: {f()}%"
+        else:
+            text = (f"{process}INFO {when} {where}] Avg prompt throughput: {f()} tokens/s, Avg generation throughput: "
+                    f"{f()} tokens/s, Running: {i()} reqs, Swapped: {i()} reqs, Pending: {i()} reqs, GPU KV cache "
+                    f"usage: {f()}%, CPU KV cache usage: {f()}%" + draw(st.sampled_from(["", ".", ".."])))
+        if draw(st.integers(0, 15)) == 0:
+            text += draw(st.sampled_from(["x", " across cluster]", "\r", "\x1b[0m", " api_key=sk-abcdefghijklmnop"]))
+        lines.append(text)
+    return lines
+
+
+@st.composite
+def stats_log(draw) -> list[tuple[int, str]]:
+    """Numbered lines: runs of stats lines, other lines between them, gaps (lines the reader set aside)."""
+    lines, number = [], 0
+    for _ in range(draw(st.integers(1, 8))):
+        run = draw(stats_run()) if draw(st.integers(0, 3)) else [draw(st.sampled_from(STATS_OTHER))]
+        for line in run:
+            number += draw(st.sampled_from([1, 1, 1, 1, 2, 7]))
+            lines.append((number, line))
+    return lines
+
+
+_STATS_LINE = ("(APIServer pid=1) INFO 11-29 21:03:25 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 "
+               "tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache "
+               "usage: 4.0%, Prefix cache hit rate: 0.0%")
+
+
+def _parsed(lines, fold: bool) -> tuple[list, object]:
+    parse = LogParse("t.log", list(lines), KIT.signatures, Redactor(), fold_stats=fold)
+    events = list(parse)
+    return events, parse.result()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stats_log())
+@example([(1, "(APIServer pid=1) INFO 11-29 21:03:25 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+              "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 1 reqs, GPU KV cache usage: 96.0%, "
+              "Prefix cache hit rate: 0.0%")] * 1 +
+         [(n, "(APIServer pid=1) INFO 11-29 21:03:25 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 "
+              f"tokens/s, Avg generation throughput: 2.0 tokens/s, Running: {n} reqs, Waiting: {n % 2} reqs, "
+              f"Preemptions: {n % 3}, GPU KV cache usage: {90 + n % 7}.0%, Prefix cache hit rate: 0.0%")
+          for n in range(2, 80)])
+@example([(n, _STATS_LINE) for n in range(1, 5)] + [(5, "t" * len(_STATS_LINE))])   # a pager's wrap at its width
+def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(lines):
+    """Folding a run of stats lines gives the event merge_stats makes of the lines parsed one by one, and every
+    other event, the coverage and the unrecognised lines as parsing them all does."""
+    from functools import reduce
+    from unittest import mock
+
+    from triage.logs import parse as logparse
+    with mock.patch.object(logparse, "STATS_CAP", 2):      # fold from the third stats line on, not the 4,001st
+        slow, slow_result = _parsed(lines, False)
+        fast, fast_result = _parsed(lines, True)
+    at = 0
+    for event in fast:
+        n = event.fields.get("intervals", 1) if event.kind == "stats" and "intervals" not in slow[at].fields else 1
+        expected = reduce(logparse.merge_stats, slow[at:at + n])
+        assert dataclasses.replace(event, seq=0) == dataclasses.replace(expected, seq=0), (at, n)
+        at += n
+    assert at == len(slow)
+    assert [e.seq for e in fast] == list(range(len(fast)))
+    assert fast_result == slow_result
+
+
+def test_a_long_run_of_stats_lines_is_folded(tmp_path):
+    """On a log of stats lines, past the first STATS_CAP every FOLD_LINES lines make one event."""
+    from triage.logs.parse import STATS_CAP
+    from triage.logs.statsrun import FOLD_LINES
+    total = STATS_CAP + 10 * FOLD_LINES
+    events = list(LogParse("s.log", [(n, _STATS_LINE) for n in range(1, total + 1)], KIT.signatures, Redactor()))
+    assert len(events) == STATS_CAP + 10
+    assert sum(e.fields.get("intervals", 1) for e in events) == total
+
+
+def test_a_stats_line_holding_another_signatures_anchor_is_parsed_as_usual(tmp_path):
+    """A signature of the user's own may be anchored inside a stats message: such lines are not folded, so that
+    signature still sees every one of them."""
+    import shutil
+    from unittest import mock
+
+    from triage.logs import parse as logparse
+    from triage.logs.signatures import load_signatures
+    folder = tmp_path / "signatures"
+    shutil.copytree(RULES_DIR / "signatures", folder)
+    (folder / "own.toml").write_text('''
+[[signature]]
+id = "queue_seen"
+kind = "serving_progress"
+anchor = "Waiting: "
+regex = 'Waiting: (?P<waiting>\\d+) reqs'
+fields = { waiting = "int" }
+samples = ["Running: 3 reqs, Waiting: 0 reqs"]
+''', encoding="utf-8")
+    signatures = load_signatures(folder)
+    lines = [(n, _STATS_LINE) for n in range(1, 9)]
+    with mock.patch.object(logparse, "STATS_CAP", 2):
+        folded = list(LogParse("t.log", lines, signatures, Redactor()))
+        parsed = list(LogParse("t.log", lines, signatures, Redactor(), fold_stats=False))
+    assert folded == parsed
+    assert sum(e.signature == "queue_seen" for e in folded) == len(lines)

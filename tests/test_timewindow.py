@@ -163,3 +163,20 @@ def test_the_window_applies_to_timestamped_metric_samples(tmp_path):
 def test_untimed_metrics_are_kept_with_a_warning():
     code, data, _ = _data(PREEMPTING, "--metrics", str(FIXTURES / "metrics" / "v1-preempting-0.prom"), "--since", "2m")
     assert any("carry no timestamps, so the window does not apply to them" in w for w in data["warnings"])
+
+
+def test_a_window_counts_every_stats_line_inside_it_in_a_long_log(tmp_path):
+    """Past the first thousands of stats lines a run of them is read as one event (logs/statsrun.py); inside a
+    window each line is read alone, so the window's edge falls where the lines say, not on a run's last time."""
+    from triage.logs.parse import STATS_CAP
+    start = datetime(2026, 5, 11, 0, 0, 5)
+    stamps = [start + timedelta(seconds=10 * i) for i in range(STATS_CAP + 400)]
+    log = tmp_path / "long.log"
+    log.write_text("".join(
+        f"(APIServer pid=1) INFO {t:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+        f"Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 4.0%, "
+        f"Prefix cache hit rate: 0.0%\n" for t in stamps), encoding="utf-8")
+    since, until = datetime(2026, 5, 11, 11, 13), datetime(2026, 5, 11, 11, 17)     # stamps end in :x5
+    _, data, _ = _data(str(log), "--since", f"{since:%m-%d %H:%M}", "--until", f"{until:%m-%d %H:%M}")
+    assert stamps[STATS_CAP] < since
+    assert data["facts"]["stats_lines"]["value"] == sum(since <= t <= until for t in stamps) == 24

@@ -137,10 +137,10 @@ class LogReading:
     `result()` says what the reading found. Nothing it was given is written to."""
 
     def __init__(self, inp: LogInput, kit: Toolkit, redactor: Redactor,
-                 progress: Callable[[int], None] | None = None) -> None:
+                 progress: Callable[[int], None] | None = None, fold_stats: bool = True) -> None:
         self.name = inp.name
         self._lines = LineReader(inp, kit.signatures.bulk_patterns, progress, kit.signatures.quiet)
-        self._parse = LogParse(inp.name, self._lines, kit.signatures, redactor)
+        self._parse = LogParse(inp.name, self._lines, kit.signatures, redactor, fold_stats)
         self._bulk_vllm_patterns = kit.signatures.bulk_vllm_patterns
 
     def __iter__(self) -> Iterator[LogEvent]:
@@ -239,7 +239,9 @@ def read(incident: Incident, kit: Toolkit, redactor: Redactor,
 
     A time window (triage/logs/timewindow.py) needs each log's events whole, so with a window they are
     collected before attempts are cut."""
-    readings = [LogReading(inp, kit, redactor, progress[i] if i < len(progress) else None)
+    # a time window cuts between stats lines, so within one they are read a line at a time (logs/statsrun.py)
+    readings = [LogReading(inp, kit, redactor, progress[i] if i < len(progress) else None,
+                           fold_stats=incident.window is None)
                 for i, inp in enumerate(incident.logs)]
     metrics = incident.metrics
     samples = _redacted(metrics.samples if metrics else (), redactor)

@@ -172,6 +172,10 @@ class Redactor:
         self.counts: Counter[str] = Counter()
         self._clean: set[str] = set()      # short field values known to hold nothing to mask ("v1", a model name)
 
+    def leaves_alone(self, text: str) -> bool:
+        """Whether no rule could touch `text`: `redact_mapped` would give it back as it is, counting nothing."""
+        return not (self.enabled and may_hold_secret(text)) and not (self.prompts and _QUICK_PROMPT.search(text))
+
     def redact_mapped(self, text: str) -> tuple[str, Callable[[int], int]]:
         """Redact `text`; also return a function mapping offsets in `text` to offsets in the result."""
         found: list[tuple[str, int, int]] = []

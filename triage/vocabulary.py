@@ -116,6 +116,8 @@ CONFIG_NAME = ".vtriage.toml"   # the team's suppressions and runbook URL, looke
 # KV cache usage (0-1) from which a stats interval or a scrape counts as a full cache: vLLM queues
 # and preempts from there (the rules', the alerts' and the decision card's line).
 KV_SATURATED = 0.95
+# The stats-line fields whose peak a merged stats interval keeps (the others: the later line's, or summed).
+STATS_PEAKS = ("kv_usage", "running", "waiting", "swapped", "cpu_kv_usage")
 DEFAULT_BLOCK_SIZE = 16         # tokens per KV cache block when the log does not say
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
+
+Read = TypeVar("Read")          # what a reader ahead of `records` made of some lines (logs/statsrun.py)
 
 # Real escape sequences, the caret form a terminal copy leaves (^[[0;36m), the forms a JSON envelope
 # escapes (\u001b[32m, as docker json-file writes them), and bare remnants ([36m). An OSC sequence
@@ -266,6 +268,15 @@ QUIET_STOPS = (b"\r", b"\x1b", b"\\", b"^[", *(b"[%d" % d for d in range(10)), *
                b"pid=", b"across cluster]", b"\x00")
 
 
+# vLLM's prefix of an INFO line in a form stricter still (ASCII process name and file, one space between the
+# parts), for the stats lines logs/statsrun.py reads in one match with what follows it: where it matches,
+# _PLAIN matches and ends at the same place, gives the same process, level and time, and no check in
+# plain_record can fail on it (tests/test_properties.py). `at` is where the message starts.
+STATS_PREFIX = (r"(?:\((?:(?P<name>[A-Za-z_][\w.-]{0,63}) )?pid=(?P<pid>[0-9]{1,10})\) )?"
+                r"(?P<level>INFO) (?P<date>[0-9][0-9]-[0-9][0-9]) (?P<time>[0-9][0-9]:[0-9][0-9]:[0-9][0-9])"
+                r"(?:[.,][0-9]{1,9})? \[?(?P<file>[A-Za-z_][\w./-]{0,200}):[0-9]{1,9}\] (?P<at>)")
+
+
 def plain_record(number: int, raw: str) -> Record | None:
     """The record of a line of that common shape, read in one match; None for any other line."""
     m = _PLAIN.match(raw)
@@ -282,16 +293,22 @@ def plain_record(number: int, raw: str) -> Record | None:
                   len(raw), None)
 
 
-def records(lines: Iterable[tuple[int, str]]) -> Iterator[Record]:
-    """Turn numbered physical lines into cleaned records, joining lines a collector split."""
+def records(lines: Iterable[tuple[int, str] | Read]) -> Iterator[Record | Read]:
+    """Turn numbered physical lines into cleaned records, joining lines a collector split. What is not a
+    numbered line (a run of stats lines read already, logs/statsrun.py) is passed on in its place."""
     return _records_unwrapped(lines, plain_record)
 
 
-def _records_unwrapped(lines: Iterable[tuple[int, str]],
-                       plain: Callable[[int, str], Record | None] = lambda number, raw: None) -> Iterator[Record]:
+def _records_unwrapped(lines: Iterable[tuple[int, str] | Read],
+                       plain: Callable[[int, str], Record | None] = lambda number, raw: None
+                       ) -> Iterator[Record | Read]:
     """`records`, with `plain` reading the common shape in one step (None: every line the full way)."""
     pending: tuple[int, str] | None = None      # a partial line (docker 16 KiB split, CRI "P")
-    for number, raw in lines:
+    for item in lines:
+        if not isinstance(item, tuple):
+            yield item
+            continue
+        number, raw = item
         if pending is None:
             rec = plain(number, raw)
             if rec is not None:

@@ -12,14 +12,15 @@ import dataclasses
 import heapq
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..model import CoverageGroup, InputSummary, LogEvent, SourceRef
 from ..redact import Redactor, clip
-from ..vocabulary import KV_SATURATED, PHASE_RANK
+from ..vocabulary import KV_SATURATED, PHASE_RANK, STATS_PEAKS
 from .envelope import Record, records
 from .logtime import month_day_time
 from .signatures import MatchBudget, Signature, SignatureSet
+from .statsrun import StatsRun, fold_runs
 
 MAX_EVIDENCE_CHARS = 600
 REDACT_WINDOW = MAX_EVIDENCE_CHARS + 16_384   # what an unrecognised line is redacted over (a secret is < 8 KiB)
@@ -40,8 +41,9 @@ class LogParse:
     the whole file (its summary, the lines nothing recognised, its warnings)."""
 
     def __init__(self, name: str, lines: Iterable[tuple[int, str]], signatures: SignatureSet,
-                 redactor: Redactor) -> None:
+                 redactor: Redactor, fold_stats: bool = True) -> None:
         self.name = name
+        self.fold_stats = fold_stats                # read long runs of stats lines a run at a time (statsrun.py)
         self._lines = lines
         self._signatures = signatures
         self._redactor = redactor
@@ -92,6 +94,12 @@ class _Coverage:
         self._last_vllm = 0
         self.groups: dict[tuple[str, str], list] = {}
 
+    def run_of_lines(self, count: int, last: int) -> None:
+        """`count` recognised lines of vLLM's, the last of them `last`, all after every line marked so far."""
+        self.recognised += count
+        self.vllm += count
+        self._last_recognised = self._last_vllm = last
+
     def mark(self, first: int, last: int, *, recognised: bool, vllm: bool) -> None:
         if recognised and last > self._last_recognised:
             self.recognised += last - max(first, self._last_recognised + 1) + 1
@@ -137,15 +145,19 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             parse.lines_read = item[0]    # the last line seen; the reader may know a larger total
             yield item
 
-    stream = records(counted(parse._lines))
-    lookahead: list[Record] = []
+    numbered = counted(parse._lines)
+    lines: Iterable[tuple[int, str] | StatsRun] = numbered
+    if parse.fold_stats and signatures.stats_lines and not redactor.prompts:   # masking prompts reads every line
+        lines = fold_runs(numbered, signatures.stats_lines, name, STATS_CAP, _plain_stats_line(signatures, redactor))
+    stream = records(lines)
+    lookahead: list[Record | StatsRun] = []
 
-    def next_record() -> Record | None:
+    def next_record() -> Record | StatsRun | None:
         if lookahead:
             return lookahead.pop(0)
         return next(stream, None)
 
-    def peek() -> Record | None:
+    def peek() -> Record | StatsRun | None:
         if not lookahead:
             rec = next(stream, None)
             if rec is None:
@@ -158,6 +170,12 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         rec = next_record()
         if rec is None:
             break
+        if isinstance(rec, StatsRun):
+            coverage.run_of_lines(rec.count, rec.last)
+            in_traceback[rec.event.process] = False
+            yield dataclasses.replace(rec.event, seq=seq)
+            seq += 1
+            continue
         message = rec.message
         last_line = rec.line
         hits = signatures.match(message, budget) if message else []
@@ -171,7 +189,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         spaced, spaced_hits, spaced_text, reflowed = message, hits, rec.text, False
         while joined < MAX_WRAP_JOIN and (hits or spaced_hits or len(message) >= MIN_WRAP_CANDIDATE):
             nxt = peek()
-            if nxt is None or nxt.line != last_line + 1 or not nxt.continues_previous:
+            if nxt is None or isinstance(nxt, StatsRun) or nxt.line != last_line + 1 or not nxt.continues_previous:
                 break
             fixed_width = (rec.vllm_prefix and width >= MIN_WRAP_CANDIDATE and segment == width
                            and (joined > 0 or nxt.width == width))
@@ -227,6 +245,25 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
     if slow:
         parse.warnings.append(slow)
     parse.done = True
+
+
+def _plain_stats_line(signatures: SignatureSet, redactor: Redactor) -> Callable[[Any, str], bool]:
+    """Whether a whole stats line (a StatsLineShape match) reads here as `match` reads it: no anchor but the
+    shape's in its message, nothing redaction could touch.
+
+    Redaction is asked once per process name and file: the rest of such a line is digits and the shape's
+    words, none of which a rule or its trigger is made of, and no rule's match runs from the prefix into the
+    message (the name and file end at a space), so the prefix alone decides (tests/test_properties.py)."""
+    anchor = signatures.stats_lines[0].anchor
+    clean: dict[tuple[str | None, str], bool] = {}
+
+    def plain(m: Any, text: str) -> bool:
+        key = (m["name"], m["file"])
+        alone = clean.get(key)
+        if alone is None:
+            alone = clean[key] = redactor.leaves_alone(text[:m.start("at")])
+        return alone and (signatures.only_anchor(text, anchor) or signatures.only_anchor(text[m.start("at"):], anchor))
+    return plain
 
 
 # --- merging several files into one incident ------------------------------------------------------
@@ -351,16 +388,13 @@ class _Bounded:
         return Attempt(index=self.index, events=events)
 
 
-_PEAKS = ("kv_usage", "running", "waiting", "swapped", "cpu_kv_usage")
-
-
 def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
     """Two stats intervals as one: peaks kept, counts summed, the fuller interval's line as evidence.
 
     Called once per stats line of a long log (see _Bounded), so written out rather than generic."""
     fa, fb = a.fields, b.fields
     fields = dict(fb)
-    for key in _PEAKS:
+    for key in STATS_PEAKS:
         if key in fa:
             if key in fb:
                 low, high = fa[key], fb[key]

@@ -25,8 +25,8 @@ except ImportError:         # no wheel for this platform: the regex trie below f
 from .. import tomlread
 from ..errors import RuleError
 from ..sources.scan import QuietLines, bulk_pattern, quiet_lines_possible
-from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES
-from .envelope import QUIET_HEAD, QUIET_STOPS
+from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES, STATS_PEAKS
+from .envelope import QUIET_HEAD, QUIET_STOPS, STATS_PREFIX
 
 MATCH_TIMEOUT_S = 0.25      # a pathological user regex must not hang the tool: each search gets this long
 SLOW_BUDGET_S = 5.0         # per input: once timeouts have cost this much, patterns that timed out are skipped
@@ -214,6 +214,10 @@ class SignatureSet:
             sorted({*QUIET_STOPS, *(a.encode() for a in anchors)}))) if quiet_lines_possible() and anchors else None
         self._automaton = ahocorasick_rs.AhoCorasick(self._anchor_list) if ahocorasick_rs and anchors else None
         self._shapes = _line_shapes(self)
+        # the same shapes as whole lines, for runs of stats lines read in one match a line (logs/statsrun.py)
+        self.stats_lines: tuple[StatsLineShape, ...] = tuple(
+            StatsLineShape(re.compile(STATS_PREFIX + shape.pattern, re.ASCII), sig, trailing, fields_of)
+            for shapes in self._shapes.values() for shape, sig, trailing, fields_of in shapes)
 
     def anchors_in(self, message: str) -> set[str]:
         """Every anchor that occurs in `message`, overlapping ones included."""
@@ -230,6 +234,18 @@ class SignatureSet:
         if found:
             found.update([b for a in tuple(found) for b in overlapping[a] if b in message])
         return found
+
+    def only_anchor(self, message: str, anchor: str) -> bool:
+        """Whether `anchor` is the one anchor that occurs in `message` (what `match` needs to read a line by
+        its shape alone)."""
+        if self._automaton is not None and message.isascii():
+            found = self._automaton.find_matches_as_indexes(message, overlapping=True)
+            return len(found) == 1 and found[0][0] == self._anchor_index[anchor]
+        return self.anchors_in(message) == {anchor}
+
+    @functools.cached_property
+    def _anchor_index(self) -> dict[str, int]:
+        return {anchor: i for i, anchor in enumerate(self._anchor_list)}
 
     @functools.cached_property
     def _trie(self) -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
@@ -319,6 +335,34 @@ def _line_shapes(sigs: SignatureSet) -> dict[str, tuple[_Shape, ...]]:
         return {}
     return {_STATS_ANCHOR: tuple((shape, sigs.by_id[ident], trailing, _shape_fields(sigs.by_id[ident]))
                                  for ident, _, shape, trailing in _SHAPES)}
+
+
+_SUMMED = frozenset({*STATS_PEAKS, "preemptions"})
+
+
+@dataclass(frozen=True)
+class StatsLineShape:
+    """A stats shape as a whole line: vLLM's INFO prefix (envelope.STATS_PREFIX), then the message."""
+
+    line: re.Pattern[str]
+    signature: Signature
+    trailing: str | None                                  # the group holding text after the match, if any
+    fields_of: Callable[[Any], dict[str, Any]]            # the signature's fields of a match, as `match` gives them
+
+    @property
+    def anchor(self) -> str:
+        return self.signature.anchor
+
+    def span(self, m: Any) -> tuple[int, int]:
+        """Where the signature matched in the line, as `match` says in the message."""
+        return m.start("at"), m.end() - len(m[self.trailing]) if self.trailing else m.end()
+
+    @functools.cached_property
+    def summed_plan(self) -> tuple[tuple[str, Callable[[str], Any], bool], ...]:
+        """(field, converter as `fields_of` converts it, whether its peak is kept) for the fields a merge of
+        stats lines keeps the peak or the sum of."""
+        plan = self.fields_of.keywords["plan"]       # type: ignore[attr-defined]  # a partial (_shape_fields)
+        return tuple((name, convert, name in STATS_PEAKS) for name, convert, _ in plan if name in _SUMMED)
 
 
 # A shape's groups hold only digits, dots and a trailing %: a short one is in range however it reads, so
