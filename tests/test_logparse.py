@@ -109,3 +109,14 @@ def test_several_files_merge_by_time(kit):
     assert [e.source.path for e in merged] == ["api.log", "engine.log", "api.log"]
     assert [e.seq for e in merged] == [0, 1, 2]
     assert len(list(split_attempts(merged, kit.signatures))) == 1
+
+
+def test_serving_time_runs_on_across_the_turn_of_the_year(kit):
+    """vLLM's stamps have no year: stats lines from 12-31 into 01-01 served for the minutes between them, not
+    for the eleven months between January and December."""
+    line = ("(APIServer pid=1) INFO {} [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg "
+            "generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 4.0%, "
+            "Prefix cache hit rate: 0.0%")
+    stamps = ["12-31 23:58:00", "12-31 23:59:00", "01-01 00:00:00", "01-01 00:01:00"]
+    report = diagnose_text(kit, "\n".join(line.format(s) for s in stamps) + "\n")
+    assert report.diagnosis.facts["serving_minutes"].value == 3.0

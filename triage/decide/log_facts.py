@@ -510,19 +510,23 @@ def _outside_torch_from_old_oom(out: _Facts, oom: LogEvent) -> None:
 # --- serving ------------------------------------------------------------------------------------
 
 def _minutes(stamps: Sequence[str]) -> float | None:
-    keys = [k for k in (_stamp_seconds(s) for s in stamps) if k is not None]
+    """The span of `stamps`, given in the log's order, in minutes. vLLM's stamps have no year: a month that
+    goes from 12 back to 1 is the next year's (as merge_events orders them)."""
+    keys = []
+    year = last_month = 0
+    for stamp in stamps:
+        clock = month_day_time(stamp)
+        if clock is None:
+            continue
+        month, day, h, mi, s = clock
+        if month == 1 and last_month == 12:
+            year += 1
+        last_month = month
+        keys.append((((year * 12 + month) * 31 + day) * 24 + h) * 3600 + mi * 60 + s)
     if len(keys) < 2:
         return None
     span = max(keys) - min(keys)
     return span / 60.0 if span > 0 else None
-
-
-def _stamp_seconds(stamp: str) -> int | None:
-    clock = month_day_time(stamp)
-    if clock is None:
-        return None
-    month, day, h, mi, s = clock
-    return (((month * 31 + day) * 24 + h) * 60 + mi) * 60 + s
 
 
 def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
