@@ -533,6 +533,9 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
               f"Preemptions: {n % 3}, GPU KV cache usage: {90 + n % 7}.0%, Prefix cache hit rate: 0.0%")
           for n in range(2, 80)])
 @example([(n, _STATS_LINE) for n in range(1, 5)] + [(5, "t" * len(_STATS_LINE))])   # a pager's wrap at its width
+@example([(n, f"INFO 08-06 10:12:{n:02d} metrics.py:351] Avg prompt throughput: 1.0 tokens/s, Avg generation "
+              f"throughput: 2.0 tokens/s, Running: 9 reqs, Swapped: {n % 2} reqs, Pending: 0 reqs, GPU KV cache usage: "
+              "99.0%, CPU KV cache usage: 1.0%.") for n in range(1, 9)])    # V0: swapped out, none pending, cache full
 def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(lines):
     """Folding a run of stats lines gives the event merge_stats makes of the lines parsed one by one, and every
     other event, the coverage and the unrecognised lines as parsing them all does."""

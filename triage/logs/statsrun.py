@@ -15,18 +15,19 @@ fall between lines).
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..model import LogEvent, SourceRef
 from ..vocabulary import KV_SATURATED
-from .signatures import StatsLineShape
+from .signatures import StatsLineShape, convert_each
 
 FOLD_LINES = 32                 # lines per folded event: the timeline keeps 400 points, the facts sums and peaks
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
-_QUEUES = frozenset({"waiting", "swapped"})      # requests queued: with a full cache, a saturated queue
 # (number, text, the shape's match, the shape, the process's name and pid as written)
 _Line = tuple[int, str, Any, StatsLineShape, tuple[Any, ...]]
+_MATCH = operator.itemgetter(2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +52,19 @@ def fold_runs(lines: Iterable[tuple[int, str]], shapes: Sequence[StatsLineShape]
     run: _Run | None = None
     previous_was_stats = False
 
-    def fold(line: _Line) -> Iterator[StatsRun]:
+    def fold(line: _Line) -> StatsRun | None:
+        """Add a line to the run; the run it ended, if any (a new run holds one line: it cannot end here too)."""
         nonlocal run
+        ended = None
         if run is not None and not run.takes(line):
-            yield run.done(name)
-            run = None
+            ended, run = run.done(name), None
         if run is None:
             run = _Run(line)
         else:
             run.add(line)
-        if run.count >= FOLD_LINES:
-            yield run.done(name)
-            run = None
+            if len(run.lines) >= FOLD_LINES:
+                ended, run = run.done(name), None
+        return ended
 
     for number, text in lines:
         found: _Line | None = None
@@ -78,7 +80,8 @@ def fold_runs(lines: Iterable[tuple[int, str]], shapes: Sequence[StatsLineShape]
             # What follows a held line decides it: a wrapped tail or a split line's end would be the very
             # next line, so a stats line or a gap proves there is none.
             if found is not None or number > held[0] + 1:
-                yield from fold(held)
+                if (ended := fold(held)) is not None:
+                    yield ended
             else:
                 if run is not None:
                     yield run.done(name)
@@ -99,82 +102,60 @@ def fold_runs(lines: Iterable[tuple[int, str]], shapes: Sequence[StatsLineShape]
             yield run.done(name)
             run = None
         yield number, text
-    if held is not None:
-        yield from fold(held)
+    if held is not None and (ended := fold(held)) is not None:
+        yield ended
     if run is not None:
         yield run.done(name)
 
 
 class _Run:
-    """Stats lines being folded: what `merge_stats` keeps of them, without an event per line."""
+    """Stats lines being folded: their matches, until the run ends and `done` makes of them what `merge_stats`
+    would (the figures converted a field at a time over the run, in C where they are short)."""
 
     def __init__(self, first: _Line) -> None:
         number, text, m, shape, process = first
         self.shape = shape
         self.process_key = process
         self.process = _process(m)
-        self.first = number
-        self.count = 0
-        self.peaks: dict[str, Any] = {}
-        self.kv_sum = 0.0
-        self.saturated = self.queued = 0
-        self.preemptions: int | None = None
-        self.best_kv = 0.0              # merge_stats reads a missing KV usage as 0
-        self.best: tuple[int, str, Any] = (number, text, m)
-        self.last: tuple[int, str, Any] = (number, text, m)
-        self.add(first)
+        self.lines: list[tuple[int, str, Any]] = [(number, text, m)]
 
     def takes(self, line: _Line) -> bool:
         return line[3] is self.shape and line[4] == self.process_key
 
     def add(self, line: _Line) -> None:
-        number, text, m, shape, _ = line
-        peaks = self.peaks
-        kv, queue = 0.0, False
-        for key, convert, peak in shape.summed_plan:
-            raw = m[key]
-            if not raw:
-                continue
-            try:
-                value = convert(raw)
-            except (ValueError, OverflowError):
-                continue                    # a mangled number is unknown, as fields_of leaves it
-            if peak and (key not in peaks or value > peaks[key]):
-                peaks[key] = value
-            if key == "kv_usage":
-                kv = value
-            elif key == "preemptions":
-                self.preemptions = (self.preemptions or 0) + value
-            elif key in _QUEUES and value:
-                queue = True
-        self.kv_sum += kv
-        if kv >= KV_SATURATED:
-            self.saturated += 1
-            if queue:
-                self.queued += 1
-        if self.count == 0 or not self.best_kv > kv:    # merge_stats: the later line unless the earlier had more
-            self.best = (number, text, m)
-        self.best_kv = max(self.best_kv, kv)
-        self.last = (number, text, m)
-        self.count += 1
+        self.lines.append((line[0], line[1], line[2]))
 
     def done(self, name: str) -> StatsRun:
-        number, text, m = self.last
+        lines = self.lines
+        number, text, m = lines[-1]
         shape = self.shape
         fields = shape.fields_of(m)
-        if self.count > 1:
-            fields.update(self.peaks)
-            fields["intervals"] = self.count
-            fields["kv_usage_sum"] = self.kv_sum
-            fields["saturated"] = self.saturated
-            fields["saturated_queue"] = self.queued
-            if self.preemptions is not None:
-                fields["preemptions"] = self.preemptions
-        best_number, best_text, best_m = self.best
+        best = len(lines) - 1
+        if len(lines) > 1:
+            plan = shape.summed_plan
+            captured = map(operator.methodcaller("group", *(key for key, _, _ in plan)), map(_MATCH, lines))
+            values = {key: convert_each(convert, column) for (key, convert, _), column in zip(plan, zip(*captured))}
+            for key, _, peak in shape.summed_plan:
+                present = [v for v in values[key] if v is not None]
+                if peak and present:
+                    fields[key] = max(present)
+            kv = [0.0 if v is None else v for v in values.get("kv_usage", [None] * len(lines))]
+            full = list(map(KV_SATURATED.__le__, kv))
+            queued = [bool(w) or bool(s) for w, s in zip(values.get("waiting", [None] * len(lines)),
+                                                           values.get("swapped", [None] * len(lines)))]
+            fields["intervals"] = len(lines)
+            fields["kv_usage_sum"] = sum(kv)
+            fields["saturated"] = sum(full)
+            fields["saturated_queue"] = sum(map(operator.and_, full, queued))
+            preempted = [v for v in values.get("preemptions", ()) if v is not None]
+            if preempted:
+                fields["preemptions"] = sum(preempted)
+            best -= kv[::-1].index(max(kv))      # merge_stats: the later line unless an earlier had more
+        best_number, best_text, best_m = lines[best]
         source = SourceRef(name, best_number, best_text, shape.span(best_m))
         event = LogEvent("stats", shape.signature.id, fields, self.process, m["level"], f"{m['date']} {m['time']}",
                          source, 0, None)
-        return StatsRun(event, self.first, number, self.count)
+        return StatsRun(event, lines[0][0], number, len(lines))
 
 
 def _process(m: Any) -> str | None:
