@@ -120,3 +120,28 @@ def test_serving_time_runs_on_across_the_turn_of_the_year(kit):
     stamps = ["12-31 23:58:00", "12-31 23:59:00", "01-01 00:00:00", "01-01 00:01:00"]
     report = diagnose_text(kit, "\n".join(line.format(s) for s in stamps) + "\n")
     assert report.diagnosis.facts["serving_minutes"].value == 3.0
+
+
+def test_several_long_logs_keep_each_stats_line_at_its_own_time(kit, tmp_path):
+    """Logs of several processes are interleaved by their lines' times, so an engine restarting in one cuts the
+    other's stats lines where they say: none are read a run at a time there (logs/statsrun.py), whose run would
+    carry its last line's time across the restart."""
+    from datetime import datetime, timedelta
+
+    from conftest import diagnose_files
+    start = datetime(2026, 11, 29, 10, 0, 5)
+    stamps = [start + timedelta(seconds=10 * i) for i in range(4200)]
+    api = tmp_path / "api.log"
+    api.write_text("".join(
+        f"(APIServer pid=1) INFO {t:%m-%d %H:%M:%S} [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+        "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 4.0%, "
+        "Prefix cache hit rate: 0.0%\n" for t in stamps), encoding="utf-8")
+    restart = stamps[4060] + timedelta(seconds=5)
+    engine = tmp_path / "engine.log"
+    engine.write_text("".join(
+        f"(EngineCore_DP0 pid=311) INFO {t:%m-%d %H:%M:%S} [core.py:76] Initializing a V1 LLM engine (v0.10.2) with "
+        "config: model='Qwen/Qwen2.5-7B-Instruct', max_seq_len=32768, tensor_parallel_size=1\n"
+        for t in (start - timedelta(minutes=1), restart)), encoding="utf-8")
+    report = diagnose_files(kit, api, engine)
+    assert len(report.attempts) == 2
+    assert report.diagnosis.facts["stats_lines"].value == sum(t > restart for t in stamps) == 139

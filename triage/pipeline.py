@@ -239,9 +239,10 @@ def read(incident: Incident, kit: Toolkit, redactor: Redactor,
 
     A time window (triage/logs/timewindow.py) needs each log's events whole, so with a window they are
     collected before attempts are cut."""
-    # a time window cuts between stats lines, so within one they are read a line at a time (logs/statsrun.py)
-    readings = [LogReading(inp, kit, redactor, progress[i] if i < len(progress) else None,
-                           fold_stats=incident.window is None)
+    # A time window cuts between stats lines, and several logs are interleaved by their lines' times: either way
+    # each stats line keeps its own time, so runs of them are not read a run at a time (logs/statsrun.py).
+    fold = incident.window is None and len(incident.logs) == 1
+    readings = [LogReading(inp, kit, redactor, progress[i] if i < len(progress) else None, fold_stats=fold)
                 for i, inp in enumerate(incident.logs)]
     metrics = incident.metrics
     samples = _redacted(metrics.samples if metrics else (), redactor)

@@ -10,8 +10,8 @@ becomes the one event `merge_stats` would make of them. Nothing else changes: a 
 prove it reads exactly as the parser would (another anchor in it, anything redaction could touch,
 a neighbour that could be its wrapped tail or a collector's partial line) goes the usual way.
 tests/test_properties.py checks the folded event against merge_stats over the parser's own events.
-Pure functions over the lines; the parser decides when to fold (not inside a time window, whose edges
-fall between lines).
+Pure functions over the lines; the pipeline decides when to fold: not inside a time window, whose edges
+fall between lines, nor with several logs, which are interleaved by their lines' times.
 """
 from __future__ import annotations
 
