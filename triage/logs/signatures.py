@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-import itertools
 import math
-import operator
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -385,22 +383,9 @@ _SHORT_FORMS: Mapping[Callable[[str], Any], Callable[[str], Any]] = {
     _to_int: _short_int, _to_float: _short_float, _to_percent: _short_percent}
 
 
-# short converter -> (its conversion of a short value, done in C over a list; the longest value it takes)
-_IN_C: Mapping[Callable[[str], Any], tuple[Callable[[Iterable[str]], Iterable[Any]], int]] = {
-    _short_int: (functools.partial(map, int), 15), _short_float: (functools.partial(map, float), 15),
-    _short_percent: (lambda raws: map(operator.truediv, map(float, map(operator.methodcaller("rstrip", "%"), raws)),
-                                      itertools.repeat(100.0)), 7)}
-
-
 def convert_each(convert: Callable[[str], Any], raws: Sequence[str | None]) -> list[Any]:
     """`convert` of each captured value, None where there is none or it does not convert (as fields_of leaves
-    it out); the loop in C when every value is there and short."""
-    batch = _IN_C.get(convert)
-    if batch is not None and all(raws) and max(map(len, raws)) <= batch[1]:      # type: ignore[arg-type]
-        try:
-            return list(batch[0](raws))                                        # type: ignore[arg-type]
-        except ValueError:          # a mangled number ("1.2.3"): each on its own below
-            pass
+    it out)."""
     out: list[Any] = []
     for raw in raws:
         try:

@@ -110,7 +110,7 @@ def fold_runs(lines: Iterable[tuple[int, str]], shapes: Sequence[StatsLineShape]
 
 class _Run:
     """Stats lines being folded: their matches, until the run ends and `done` makes of them what `merge_stats`
-    would (the figures converted a field at a time over the run, in C where they are short)."""
+    would (the figures converted a field at a time over the run)."""
 
     def __init__(self, first: _Line) -> None:
         number, text, m, shape, process = first
