@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..model import CoverageGroup, InputSummary, LogEvent, SourceRef
 from ..redact import Redactor, clip
@@ -147,8 +147,8 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
 
     numbered = counted(parse._lines)
     lines: Iterable[tuple[int, str] | StatsRun] = numbered
-    if parse.fold_stats and signatures.stats_lines and not redactor.prompts:   # masking prompts reads every line
-        lines = fold_runs(numbered, signatures.stats_lines, name, STATS_CAP, _plain_stats_line(signatures, redactor))
+    if parse.fold_stats:
+        lines = fold_runs(numbered, signatures, redactor, name, STATS_CAP)
     stream = records(lines)
     lookahead: list[Record | StatsRun] = []
 
@@ -245,25 +245,6 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
     if slow:
         parse.warnings.append(slow)
     parse.done = True
-
-
-def _plain_stats_line(signatures: SignatureSet, redactor: Redactor) -> Callable[[Any, str], bool]:
-    """Whether a whole stats line (a StatsLineShape match) reads here as `match` reads it: no anchor but the
-    shape's in its message, nothing redaction could touch.
-
-    Redaction is asked once per process name and file: the rest of such a line is digits and the shape's
-    words, none of which a rule or its trigger is made of, and no rule's match runs from the prefix into the
-    message (the name and file end at a space), so the prefix alone decides (tests/test_properties.py)."""
-    anchor = signatures.stats_lines[0].anchor
-    clean: dict[tuple[str | None, str], bool] = {}
-
-    def plain(m: Any, text: str) -> bool:
-        key = (m["name"], m["file"])
-        alone = clean.get(key)
-        if alone is None:
-            alone = clean[key] = redactor.leaves_alone(text[:m.start("at")])
-        return alone and (signatures.only_anchor(text, anchor) or signatures.only_anchor(text[m.start("at"):], anchor))
-    return plain
 
 
 # --- merging several files into one incident ------------------------------------------------------

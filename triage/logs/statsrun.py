@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 from ..model import LogEvent, SourceRef
+from ..redact import Redactor
 from ..vocabulary import KV_SATURATED
-from .signatures import StatsLineShape, convert_each
+from .signatures import SignatureSet, StatsLineShape, convert_each
 
 FOLD_LINES = 32                 # lines per folded event: the timeline keeps 400 points, the facts sums and peaks
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
@@ -40,12 +41,16 @@ class StatsRun:
     count: int
 
 
-def fold_runs(lines: Iterable[tuple[int, str]], shapes: Sequence[StatsLineShape], name: str, after: int,
-              plain: Callable[[Any, str], bool]) -> Iterator[tuple[int, str] | StatsRun]:
+def fold_runs(lines: Iterable[tuple[int, str]], signatures: SignatureSet, redactor: Redactor, name: str,
+              after: int) -> Iterator[tuple[int, str] | StatsRun]:
     """The lines as given, but runs of stats lines after the first `after` as one StatsRun each (the event's
-    `seq` is 0: the parser numbers it). `plain(match, text)` says a line's message holds no other anchor and
-    its text nothing to redact."""
-    anchor = shapes[0].anchor if shapes else ""
+    `seq` is 0: the parser numbers it). Masking prompts reads every line, so then none are folded."""
+    shapes = signatures.stats_lines
+    if not shapes or redactor.prompts:
+        yield from lines
+        return
+    anchor = shapes[0].anchor
+    plain = _plain_line(signatures, redactor)
     order = list(shapes)               # the shape the last stats line had is tried first
     seen = 0
     held: _Line | None = None          # a stats line waiting to see what follows it
@@ -106,6 +111,25 @@ def fold_runs(lines: Iterable[tuple[int, str]], shapes: Sequence[StatsLineShape]
         yield ended
     if run is not None:
         yield run.done(name)
+
+
+def _plain_line(signatures: SignatureSet, redactor: Redactor) -> Callable[[Any, str], bool]:
+    """Whether a whole stats line (a StatsLineShape match) reads as `SignatureSet.match` reads it: no anchor but
+    the shape's in its message, nothing redaction could touch.
+
+    Redaction is asked once per process name and file: the rest of such a line is digits and the shape's
+    words, none of which a rule or its trigger is made of, and no rule's match runs from the prefix into the
+    message (the name and file end at a space), so the prefix alone decides (tests/test_properties.py)."""
+    anchor = signatures.stats_lines[0].anchor
+    clean: dict[tuple[str | None, str], bool] = {}
+
+    def plain(m: Any, text: str) -> bool:
+        key = (m["name"], m["file"])
+        alone = clean.get(key)
+        if alone is None:
+            alone = clean[key] = redactor.leaves_alone(text[:m.start("at")])
+        return alone and signatures.only_anchor(text[m.start("at"):], anchor)
+    return plain
 
 
 class _Run:
