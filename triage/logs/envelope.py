@@ -195,11 +195,15 @@ def _split_segments(text: str) -> list[str]:
     return out or [""]
 
 
+def process_label(name: str | None, pid: str) -> str:
+    """A "(Name pid=N)" group as records name their process: `Name pid=N`, or `pid=N` without a name (Ray)."""
+    return f"{name} pid={pid}" if name else f"pid={pid}"
+
+
 def _process_groups(text: str, pos: int, names: list[str]) -> int:
     """Read "(Name pid=N)" groups from `pos`, nested ones too, into `names`; return where they end."""
     while m := _PROCESS.match(text, pos):
-        name = m["name"].strip()
-        names.append(f"{name} pid={m['pid']}" if name else f"pid={m['pid']}")
+        names.append(process_label(m["name"].strip(), m["pid"]))
         pos = m.end()
     return pos
 
@@ -283,12 +287,7 @@ def plain_record(number: int, raw: str) -> Record | None:
     if m is None or "\r" in raw or _holds_ansi(raw) \
             or (_may_hold_glued_record(raw) and _GLUED.search(raw)) or raw.endswith("across cluster]"):
         return None
-    pid = m["pid"]
-    if pid is None:
-        process = None
-    else:
-        name = m["name"].strip()
-        process = f"{name} pid={pid}" if name else f"pid={pid}"
+    process = None if m["pid"] is None else process_label(m["name"].strip(), m["pid"])
     return Record(number, raw, raw[m.end():], process, m["level"], f"{m['date']} {m['time']}", True, True,
                   len(raw), None)
 

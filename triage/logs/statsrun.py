@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..model import LogEvent, SourceRef
 from ..redact import Redactor
 from ..vocabulary import KV_SATURATED
+from .envelope import process_label
 from .signatures import SignatureSet, StatsLineShape, convert_each
 
 FOLD_LINES = 32                 # lines per folded event: the timeline keeps 400 points, the facts sums and peaks
@@ -183,8 +184,5 @@ class _Run:
 
 
 def _process(m: Any) -> str | None:
-    """The process as the envelope names it: `Name pid=N`, `pid=N` (Ray), or none."""
-    pid = m["pid"]
-    if pid is None:
-        return None
-    return f"{m['name']} pid={pid}" if m["name"] else f"pid={pid}"
+    """The process as the envelope names it, or none."""
+    return None if m["pid"] is None else process_label(m["name"], m["pid"])
