@@ -6,7 +6,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..facts import FACTS
-from ..logs.logtime import month_day_time
+from ..logs.logtime import month_day_time, year_turned
 from ..logs.signatures import SignatureSet
 from ..model import Fact, LogEvent, SourceRef
 from ..vocabulary import (
@@ -510,8 +510,8 @@ def _outside_torch_from_old_oom(out: _Facts, oom: LogEvent) -> None:
 # --- serving ------------------------------------------------------------------------------------
 
 def _minutes(stamps: Sequence[str]) -> float | None:
-    """The span of `stamps`, given in the log's order, in minutes. vLLM's stamps have no year: a month that
-    goes from 12 back to 1 is the next year's (as merge_events orders them)."""
+    """The span of `stamps`, given in the log's order, in minutes, the year counted as merge_events counts it
+    (logtime.year_turned)."""
     keys = []
     year = last_month = 0
     for stamp in stamps:
@@ -519,7 +519,7 @@ def _minutes(stamps: Sequence[str]) -> float | None:
         if clock is None:
             continue
         month, day, h, mi, s = clock
-        if month == 1 and last_month == 12:
+        if year_turned(last_month, month):
             year += 1
         last_month = month
         keys.append((((year * 12 + month) * 31 + day) * 24 + h) * 3600 + mi * 60 + s)

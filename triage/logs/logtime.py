@@ -17,6 +17,11 @@ _ISO = re.compile(r"\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,]\d+)?\s*(?
 Clock = tuple[int, int, int, int, int]     # month, day, hour, minute, second
 
 
+def year_turned(last_month: int, month: int) -> bool:
+    """vLLM's stamps have no year: in a log's order, a month going from 12 back to 1 is the next year's."""
+    return last_month == 12 and month == 1
+
+
 def month_day_time(stamp: str | None) -> Clock | None:
     """(month, day, hour, minute, second) as the stamp writes them, or None when it is none of vLLM's
     `MM-DD HH:MM[:SS][.mmm]`, syslog's `Nov 30 12:00:01` or an ISO date-time (whose zone is not

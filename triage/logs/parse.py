@@ -18,7 +18,7 @@ from ..model import CoverageGroup, InputSummary, LogEvent, SourceRef
 from ..redact import Redactor, clip
 from ..vocabulary import KV_SATURATED, PHASE_RANK, STATS_PEAKS
 from .envelope import Record, records
-from .logtime import month_day_time
+from .logtime import month_day_time, year_turned
 from .signatures import MatchBudget, Signature, SignatureSet
 from .statsrun import StatsRun, fold_runs
 
@@ -258,7 +258,7 @@ def _keyed(events: Iterable[LogEvent], file_index: int) -> Iterator[tuple[tuple,
     for position, event in enumerate(events):
         key = month_day_time(event.timestamp)
         if key is not None:
-            if key[0] < last[0] and last[0] == 12 and key[0] == 1:
+            if year_turned(last[0], key[0]):
                 year += 1
             last = key
         yield (year, *last, file_index, position), event
