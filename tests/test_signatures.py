@@ -103,15 +103,18 @@ def _write(tmp_path, body: str):
     return folder
 
 
-def test_bad_regex_names_file_key_and_position(tmp_path):
-    folder = _write(tmp_path, """
+BROKEN_REGEX = """
 [[signature]]
 id = "broken"
 kind = "weights_loaded"
 anchor = "took"
 regex = '''took (?P<n>[\\d.+ GB'''
 samples = ["took 1 GB"]
-""")
+"""
+
+
+def test_bad_regex_names_file_key_and_position(tmp_path):
+    folder = _write(tmp_path, BROKEN_REGEX)
     with pytest.raises(RuleError) as err:
         load_signatures(folder)
     message = str(err.value)
@@ -123,14 +126,7 @@ def test_the_bundled_signatures_compile_when_first_searched_with_the_same_checks
     group per field, and a bad one met late still names file and key, as a user's own does at load time."""
     bundled = load_signatures()
     assert [s.id for s in bundled.signatures if not s.pattern.groupindex.keys() >= set(s.fields)] == []
-    folder = _write(tmp_path, """
-[[signature]]
-id = "broken"
-kind = "weights_loaded"
-anchor = "took"
-regex = '''took (?P<n>[\\d.+ GB'''
-samples = ["took 1 GB"]
-""")
+    folder = _write(tmp_path, BROKEN_REGEX)
     late = load_signatures(folder, compile_now=False)
     with pytest.raises(RuleError) as err:
         late.match("it took 1 GB")
