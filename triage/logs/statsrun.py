@@ -37,8 +37,7 @@ class StatsRun:
     """Consecutive stats lines read as one: the event they make, and the lines they cover."""
 
     event: LogEvent
-    line: int                   # the first line
-    last: int
+    last: int                   # the last line
     count: int
 
 
@@ -180,7 +179,7 @@ class _Run:
         source = SourceRef(name, best_number, best_text, shape.span(best_m))
         event = LogEvent("stats", shape.signature.id, fields, self.process, m["level"], f"{m['date']} {m['time']}",
                          source, 0, None)
-        return StatsRun(event, lines[0][0], number, len(lines))
+        return StatsRun(event, number, len(lines))
 
 
 def _process(m: Any) -> str | None:
