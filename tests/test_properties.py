@@ -379,6 +379,8 @@ QUIET_LIKE = ["(EngineCore_DP0 pid=311) DEBUG 11-29 21:02:46 [v1/engine/core.py:
               "(APIServer pid=1) WARNING 11-29 21:02:46 [x.py:1] an odd warning", "ERROR 01-02 03:04:05 [a.py:1] bad",
               "(APIServer pid=1) info 11-29 21:02:46 [x.py:1] lower case",
               "(APIServer pid=1) DEBUG 1-29 21:02:46 [x.py:1] m"]
+QUIET_BULK = ("(APIServer pid=1) INFO 09-30 10:05:00 [logger.py:49] Received request chatcmpl-3b5d9f: prompt: 'Hello', "
+              "params: SamplingParams(n=1), lora_request: None.")      # set aside by the bulk anchors, never received
 QUIET_NOISE = ["", "continued tail of a wrapped line", "  indented tail", "\x1b[0m", "\r", "\x00", "INFO",
                "(APIServer pid=1) ", "Engine 000: Avg prompt throughput: 1.0 tokens/s", " across cluster]",
                "2025-07-07T15:19:48.123Z stdout P ", "2025-07-07T15:19:48.123Z stdout F ", "{\"log\": \"x\"}"]
@@ -396,7 +398,7 @@ def quiet_or_not(draw) -> str:
         return draw(st.sampled_from(QUIET_NOISE)) + draw(st.sampled_from(QUIET_LIKE))
     if kind == 3:
         return draw(prefixed_line())
-    return draw(st.one_of(st.sampled_from(QUIET_NOISE), st.sampled_from(SAMPLES)))
+    return draw(st.one_of(st.sampled_from(QUIET_NOISE), st.sampled_from(SAMPLES), st.just(QUIET_BULK)))
 
 
 def _read_with(path: Path, quiet) -> tuple[list, tuple, int]:
@@ -416,6 +418,8 @@ def _read_with(path: Path, quiet) -> tuple[list, tuple, int]:
                     "(APIServer pid=1) INFO 11-29 21:33:25 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 "
                     "tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache "
                     "usage: 4.0%, Prefix cache hit rate: 0.0%", QUIET_LIKE[0]]))   # a collector's split line ends next
+@example("\n".join(["2025-07-07T15:19:48.123Z stdout P " + QUIET_LIKE[0], QUIET_BULK, QUIET_LIKE[0], QUIET_BULK,
+                    "(APIServer pid=1) WARNING 11-29 21:02:46 [x.py:1] an odd warning"]))  # a split line, bulk between
 @example("\n".join([QUIET_LIKE[0], QUIET_LIKE[1] + " and then the allocator said Cuda failure out of me",
                     "mory at step 3", QUIET_LIKE[0]]))      # a terminal's wrap: the anchor spans the break
 def test_quiet_lines_set_aside_give_what_parsing_them_gives(text):

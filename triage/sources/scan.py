@@ -71,9 +71,10 @@ class QuietLines:
     vLLM lines. A line is quiet when `head` (vLLM's usual prefix at DEBUG or INFO, in a form stricter than
     the parser's: ASCII, no escape code, no record glued into it) matches it, nothing in `stops` (every
     signature's anchor, and what makes a line other than plain: escape codes, a level word or `pid=` of a
-    glued record, a carriage return, Ray's repeat marker, a NUL) occurs after it, and both neighbours in the
-    block are plain too (that prefix, or a bulk line set aside either way): then no collector split it and
-    no terminal wrapped it, so the parser would have read it alone, found nothing and counted it. (Unlike
+    glued record, a carriage return, Ray's repeat marker, a NUL) occurs after it, both neighbours in the
+    block are plain too (that prefix, or a bulk line set aside either way), and so is the line before it that
+    the parser receives (bulk lines skipped): then no collector split it and no terminal wrapped it, so the
+    parser would have read it alone, found nothing and counted it. (Unlike
     the parser, a quiet line does not end a traceback in progress in its process; neither does a bulk line.)
     """
 
@@ -96,8 +97,12 @@ class QuietLines:
         collections.deque(map(plain.__setitem__, itertools.compress(indexes, map(operator.not_, prefixed)),
                               itertools.repeat(0)), maxlen=0)
         padded = b"\0" + plain + b"\0"            # the block's first and last lines have no neighbour here
-        neighbours = map(operator.and_, map(padded.__getitem__, indexes),
-                         map(padded.__getitem__, map((2).__add__, indexes)))
+        # The line the parser receives before this one (bulk lines are never received) must have the prefix
+        # too: a collector's partial line there would take this one as its end, or, were this one set aside,
+        # the next line received.
+        received_before = [False, *prefixed[:-1]]
+        neighbours = map(operator.and_, map(operator.and_, map(padded.__getitem__, indexes),
+                                            map(padded.__getitem__, map((2).__add__, indexes))), received_before)
         return [next(clean) and bool(both) if candidate else False for candidate, both in zip(candidates, neighbours)]
 
 
