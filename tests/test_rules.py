@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from triage.decide.engine import evaluate
+from triage.decide.engine import evaluate, fill
 from triage.decide.ruleset import load_rules, parse_condition
 from triage.errors import RuleError
 from triage.logs.signatures import load_signatures
@@ -215,3 +215,14 @@ def test_rules_test_of_rules_that_do_not_load_is_a_usage_error(tmp_path):
     assert result.returncode == 2
     err = result.stderr.decode()
     assert "kv-too-small.toml: when.value" in err and "did you mean 'kv_too_small'" in err
+
+
+def test_a_figure_holding_braces_is_written_as_it_is():
+    """A fact's value is text from the log: braces in it are not placeholders, in an optional segment or not."""
+    line = Fact("line", "processing method start_worker_execution_loop.{", None, ())
+    named = Fact("engine", "{engine}", None, ())
+    facts = {"line": line, "engine": named}
+    assert fill("not in the input ({line}).[[ Last: {line}.]] {engine}", facts) == (
+        "not in the input (processing method start_worker_execution_loop.{). Last: processing method "
+        "start_worker_execution_loop.{. {engine}")
+    assert fill("a[[ {absent}]] b {{literal}}", facts) == "a b {literal}"

@@ -84,10 +84,14 @@ def fill(template: str, facts: Mapping[str, Fact]) -> str:
     A `[[...]]` segment is left out when a fact it names is absent, so a summary can say
     "(3.18 GiB available)" when it knows and nothing when it does not.
     """
-    def optional(m: re.Match[str]) -> str:
+    out, at = [], 0
+    for m in _OPTIONAL.finditer(template):          # each piece filled once: a value may hold braces
         names = [name for _, name, _, _ in string.Formatter().parse(m.group(1)) if name]
-        return _fill(m.group(1), facts) if all(n in facts for n in names) else ""
-    return _fill(_OPTIONAL.sub(optional, template), facts)
+        out.append(_fill(template[at:m.start()], facts))
+        out.append(_fill(m.group(1), facts) if all(n in facts for n in names) else "")
+        at = m.end()
+    out.append(_fill(template[at:], facts))
+    return "".join(out)
 
 
 def _fill(template: str, facts: Mapping[str, Fact]) -> str:
