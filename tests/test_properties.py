@@ -78,6 +78,8 @@ def _file(data: bytes) -> Path:
 
 @FAST
 @given(log_text)
+@example("(VllmWorkerProcess pid=771) ERROR 02-20 16:12:40 multiproc_worker_utils.py:233] Exception in worker "
+         "VllmWorkerProcess while processing method start_worker_execution_loop.{")    # a brace in a quoted line
 def test_whole_pipeline_gives_a_valid_report(text):
     path = _file(text.encode("utf-8", "surrogatepass"))
     try:
