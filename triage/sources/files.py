@@ -7,6 +7,7 @@ a file. Decompression is done here in small steps, so a cut archive keeps every 
 """
 from __future__ import annotations
 
+import bisect
 import bz2
 import codecs
 import collections
@@ -346,10 +347,7 @@ def _read_lines(inp: LogInput, split: Split, reading: _Reading) -> Iterator[tupl
             for block in _blocks(text, reading):
                 split = _judged(split, reading, number)
                 rest, count, tally = split.block(block, number + 1)
-                for line_no, line in rest:
-                    if line_no > MAX_LINES:
-                        break
-                    yield line_no, _decode(line, reading)
+                yield from _decoded(rest, 0, reading)
                 number += count
                 _tally(reading, tally)
                 if number > MAX_LINES:
@@ -454,10 +452,7 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
                 let_go()
             split = _judged(split, reading, seen)
             hand_out(1)
-            for rel, raw in rest:
-                if number + rel > MAX_LINES:
-                    break
-                yield number + rel, _decode(raw, reading)
+            yield from _decoded(rest, number, reading)
             number += count
             if reading.progress is not None:
                 reading.progress(end)
@@ -486,6 +481,31 @@ def _let_go(workers: list[Worker]) -> list[Worker]:
     for worker in workers:
         worker.close()
     return []
+
+
+def _decoded(rest: list[tuple[int, bytes]], base: int, reading: _Reading) -> list[tuple[int, str]]:
+    """A block's lines to parse, numbered from `base` and decoded, up to MAX_LINES. The usual block (no line
+    too long, no NUL, no carriage return) is decoded with the loop in C; any other line by line."""
+    if not rest:
+        return []
+    numbers, raws = zip(*rest)
+    if base:
+        numbers = tuple(map(base.__add__, numbers))
+    if numbers[-1] > MAX_LINES:
+        kept = bisect.bisect_right(numbers, MAX_LINES)
+        numbers, raws = numbers[:kept], raws[:kept]
+    texts: list[str] = []
+    if raws and max(map(len, raws)) <= MAX_LINE_BYTES and not any(map(bytes.__contains__, raws, _NUL)):
+        texts = list(map(bytes.decode, raws, _UTF8, _REPLACE))
+        if any(map(str.endswith, texts, _CR)):
+            texts = []
+    if len(texts) != len(raws):
+        texts = [_decode(raw, reading) for raw in raws]
+    return list(zip(numbers, texts))
+
+
+_NUL, _CR = itertools.repeat(b"\x00"), itertools.repeat("\r")
+_UTF8, _REPLACE = itertools.repeat("utf-8"), itertools.repeat("replace")
 
 
 def _decode(raw: bytes, reading: _Reading) -> str:
