@@ -530,27 +530,29 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(stats_log())
+@given(stats_log(), st.sampled_from([1, 2, 3, 5, 4096]))
 @example([(1, "(APIServer pid=1) INFO 11-29 21:03:25 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
               "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 1 reqs, GPU KV cache usage: 96.0%, "
               "Prefix cache hit rate: 0.0%")] * 1 +
          [(n, "(APIServer pid=1) INFO 11-29 21:03:25 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 "
               f"tokens/s, Avg generation throughput: 2.0 tokens/s, Running: {n} reqs, Waiting: {n % 2} reqs, "
               f"Preemptions: {n % 3}, GPU KV cache usage: {90 + n % 7}.0%, Prefix cache hit rate: 0.0%")
-          for n in range(2, 80)])
-@example([(n, _STATS_LINE) for n in range(1, 5)] + [(5, "t" * len(_STATS_LINE))])   # a pager's wrap at its width
+          for n in range(2, 80)], 5)
+@example([(n, _STATS_LINE) for n in range(1, 5)] + [(5, "t" * len(_STATS_LINE))], 2)   # a pager's wrap at its width
 @example([(n, f"INFO 08-06 10:12:{n:02d} metrics.py:351] Avg prompt throughput: 1.0 tokens/s, Avg generation "
               f"throughput: 2.0 tokens/s, Running: 9 reqs, Swapped: {n % 2} reqs, Pending: 0 reqs, GPU KV cache usage: "
-              "99.0%, CPU KV cache usage: 1.0%.") for n in range(1, 9)])    # V0: swapped out, none pending, cache full
-def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(lines):
+              "99.0%, CPU KV cache usage: 1.0%.") for n in range(1, 9)], 4096)    # V0: swapped out, none pending, full
+def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(lines, batch):
     """Folding a run of stats lines gives the event merge_stats makes of the lines parsed one by one, and every
-    other event, the coverage and the unrecognised lines as parsing them all does."""
+    other event, the coverage and the unrecognised lines as parsing them all does, however the lines are
+    batched."""
     from functools import reduce
     from unittest import mock
 
     from triage.logs import parse as logparse
-    with mock.patch.object(logparse, "STATS_CAP", 2):      # fold from the third stats line on, not the 4,001st
-        slow, slow_result = _parsed(lines, False)
+    from triage.logs import statsrun
+    with mock.patch.object(logparse, "STATS_CAP", 2), mock.patch.object(statsrun, "BATCH_LINES", batch):
+        slow, slow_result = _parsed(lines, False)      # fold from the third stats line on, not the 4,001st
         fast, fast_result = _parsed(lines, True)
     at = 0
     for event in fast:

@@ -40,6 +40,10 @@ _SIZE_UNITS = {"bytes": 1 / 2**30, "b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 
 MAX_COUNT = 10**15          # tokens, blocks, requests, preemptions: far above anything real
 MAX_GIB = 1e7               # ten PiB
 MAX_RATIO = 1e4             # a percentage of 1,000,000 %
+MAX_VALUES_KEPT = 65536     # convert_each's answers kept per converter (a stats log's values repeat)
+MAX_FORMS_KEPT = 4096       # only_anchor_each's answers kept per anchor (a stats log's messages take a few dozen forms)
+_DIGITS = "0123456789"
+_DIGITS_AS_ZERO = bytes.maketrans(_DIGITS.encode(), b"0" * len(_DIGITS))
 
 
 def _checked(value: float, limit: float) -> float:
@@ -213,6 +217,8 @@ class SignatureSet:
         self.quiet: QuietLines | None = QuietLines(re.compile(QUIET_HEAD), tuple(
             sorted({*QUIET_STOPS, *(a.encode() for a in anchors)}))) if quiet_lines_possible() and anchors else None
         self._automaton = ahocorasick_rs.AhoCorasick(self._anchor_list) if ahocorasick_rs and anchors else None
+        self._digit_anchors = tuple(a for a in self._anchor_list if any(c in _DIGITS for c in a))
+        self._only_anchor_by_form: dict[str, dict[bytes, bool]] = {}     # only_anchor_each's answers
         self._shapes = _line_shapes(self)
         # the same shapes as whole lines, for runs of stats lines read in one match a line (logs/statsrun.py)
         self.stats_lines: tuple[StatsLineShape, ...] = tuple(
@@ -242,6 +248,29 @@ class SignatureSet:
             found = self._automaton.find_matches_as_indexes(message, overlapping=True)
             return len(found) == 1 and found[0][0] == self._anchor_index[anchor]
         return self.anchors_in(message) == {anchor}
+
+    def only_anchor_each(self, messages: Sequence[str], anchor: str) -> list[bool]:
+        """`only_anchor` of each message, asked once per form of message: the message with its digits read as 0s.
+
+        Where an anchor without digits occurs does not depend on a message's digits, so once no anchor with
+        digits occurs in any of the messages (searched for in them joined), one message's answer is every
+        answer for its form. A stats log's messages take a few dozen forms. Messages that are not all ASCII
+        are each asked on their own (`only_anchor` reads those another way)."""
+        joined = "\n".join(messages)
+        forms = joined.encode().translate(_DIGITS_AS_ZERO).split(b"\n") if joined.isascii() else []
+        if len(forms) != len(messages) or any(a in joined for a in self._digit_anchors):
+            return [self.only_anchor(message, anchor) for message in messages]
+        known = self._only_anchor_by_form.setdefault(anchor, {})
+        if len(known) > MAX_FORMS_KEPT:
+            known.clear()
+        new = set(forms).difference(known)
+        for form, message in zip(forms, messages):
+            if not new:
+                break
+            if form in new:
+                known[form] = self.only_anchor(message, anchor)
+                new.discard(form)
+        return list(map(known.__getitem__, forms))
 
     @functools.cached_property
     def _anchor_index(self) -> dict[str, int]:
@@ -364,6 +393,11 @@ class StatsLineShape:
         plan = self.fields_of.keywords["plan"]       # type: ignore[attr-defined]  # a partial (_shape_fields)
         return tuple((name, convert, name in STATS_PEAKS) for name, convert, _ in plan if name in _SUMMED)
 
+    @functools.cached_property
+    def summed_groups(self) -> tuple[int, ...]:
+        """The numbers of summed_plan's groups (a group looked up by number costs less than by name)."""
+        return tuple(self.line.groupindex[name] for name, _, _ in self.summed_plan)
+
 
 # A shape's groups hold only digits, dots and a trailing %: a short one is in range however it reads, so
 # it needs no range check (these give what the signature's converters give, without their cost per field).
@@ -383,16 +417,33 @@ _SHORT_FORMS: Mapping[Callable[[str], Any], Callable[[str], Any]] = {
     _to_int: _short_int, _to_float: _short_float, _to_percent: _short_percent}
 
 
-def convert_each(convert: Callable[[str], Any], raws: Sequence[str | None]) -> list[Any]:
-    """`convert` of each captured value, None where there is none or it does not convert (as fields_of leaves
-    it out)."""
-    out: list[Any] = []
-    for raw in raws:
+class _Converted(dict[Any, Any]):
+    """A converter's answers by captured text (None where there is none or it does not convert, as fields_of
+    leaves it out): a stats log repeats a few thousand values, so looking one up beats converting it again."""
+
+    def __init__(self, convert: Callable[[str], Any]) -> None:
+        super().__init__()
+        self.convert = convert
+
+    def __missing__(self, raw: str | None) -> Any:
         try:
-            out.append(convert(raw) if raw else None)
+            value = self.convert(raw) if raw else None
         except (ValueError, OverflowError):
-            out.append(None)
-    return out
+            value = None
+        if len(self) < MAX_VALUES_KEPT:
+            self[raw] = value
+        return value
+
+
+_CONVERTED: dict[Callable[[str], Any], _Converted] = {}
+
+
+def convert_each(convert: Callable[[str], Any], raws: Sequence[str | None]) -> list[Any]:
+    """`convert` of each captured value, None where there is none or it does not convert."""
+    known = _CONVERTED.get(convert)
+    if known is None:
+        known = _CONVERTED[convert] = _Converted(convert)
+    return list(map(known.__getitem__, raws))
 
 
 def _shape_fields(sig: Signature) -> Callable[[Any], dict[str, Any]]:
