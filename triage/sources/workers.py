@@ -96,19 +96,16 @@ class Worker:
         return cast(SplitResult, value)
 
     def close(self) -> None:
-        """Let it go: its answers still unread are dropped (so it cannot block writing one) and it exits at
-        the end of its input; one that does not is killed."""
+        """Let it go: its answers still unread are dropped, and so is the range it may be splitting (a reader
+        that lets workers go mid-file splits the rest itself), so it is stopped rather than waited for."""
         for stream in (self._process.stdout, self._process.stdin):
             try:
                 if stream is not None:
                     stream.close()
             except OSError:
                 pass              # a pipe it already broke: nothing left to flush
-        try:
-            self._process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        self._process.kill()
+        self._process.wait()
 
     def _send(self, message: tuple) -> None:
         try:
