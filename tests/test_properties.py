@@ -601,3 +601,23 @@ samples = ["Running: 3 reqs, Waiting: 0 reqs"]
         parsed = list(LogParse("t.log", lines, signatures, Redactor(), fold_stats=False))
     assert folded == parsed
     assert sum(e.signature == "queue_seen" for e in folded) == len(lines)
+
+
+# --- a block's lines decoded in one step (sources/files.py) ------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")) |
+                st.sampled_from([b"\xe2\x82", b"\xe2\x82\xac", b"\xff", b"a\r", b"\r", b"\x00x", b"\xf0\x9f\x98",
+                                 b"\xed\xa0\x80", b"caf\xc3"]), max_size=8),
+       st.sampled_from([0, 10]))
+def test_a_block_decoded_at_once_reads_as_each_line_decoded(raws, base):
+    """Decoding a block's lines joined gives each line's own decoding: invalid and cut UTF-8 at a line's end,
+    NULs, carriage returns and lines cut for length included (those send the block line by line)."""
+    from unittest import mock
+
+    from triage.sources import files
+    rest = [(i + 1, raw) for i, raw in enumerate(raws)]
+    fast, slow = files._Reading("t", None, None, None, None, []), files._Reading("t", None, None, None, None, [])
+    with mock.patch.object(files, "MAX_LINE_BYTES", 10):
+        assert files._decoded(rest, base, fast) == [(base + n, files._decode(raw, slow)) for n, raw in rest]
+    assert fast.cut_lines == slow.cut_lines

@@ -485,7 +485,7 @@ def _let_go(workers: list[Worker]) -> list[Worker]:
 
 def _decoded(rest: list[tuple[int, bytes]], base: int, reading: _Reading) -> list[tuple[int, str]]:
     """A block's lines to parse, numbered from `base` and decoded, up to MAX_LINES. The usual block (no line
-    too long, no NUL, no carriage return) is decoded with the loop in C; any other line by line."""
+    too long, no NUL, no carriage return ending a line) is decoded in one step; any other line by line."""
     if not rest:
         return []
     numbers, raws = zip(*rest)
@@ -494,18 +494,14 @@ def _decoded(rest: list[tuple[int, bytes]], base: int, reading: _Reading) -> lis
     if numbers[-1] > MAX_LINES:
         kept = bisect.bisect_right(numbers, MAX_LINES)
         numbers, raws = numbers[:kept], raws[:kept]
-    texts: list[str] = []
-    if raws and max(map(len, raws)) <= MAX_LINE_BYTES and not any(map(bytes.__contains__, raws, _NUL)):
-        texts = list(map(bytes.decode, raws, _UTF8, _REPLACE))
-        if any(map(str.endswith, texts, _CR)):
-            texts = []
-    if len(texts) != len(raws):
+    joined = b"\n".join(raws)
+    if max(map(len, raws), default=0) <= MAX_LINE_BYTES and b"\x00" not in joined and b"\r\n" not in joined \
+            and not joined.endswith(b"\r"):
+        # One decode of the lines joined is each line's decode: a newline is never part of a UTF-8 sequence.
+        texts = joined.decode("utf-8", "replace").split("\n")
+    else:
         texts = [_decode(raw, reading) for raw in raws]
     return list(zip(numbers, texts))
-
-
-_NUL, _CR = itertools.repeat(b"\x00"), itertools.repeat("\r")
-_UTF8, _REPLACE = itertools.repeat("utf-8"), itertools.repeat("replace")
 
 
 def _decode(raw: bytes, reading: _Reading) -> str:
