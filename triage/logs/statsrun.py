@@ -164,21 +164,26 @@ class _Folder:
         no other anchor and nothing redaction could touch."""
         found = list(map(bool, matches))
         mine = found[:decided]
-        previous = [self.previous_found, *mine[:-1]]
-        if self.seen >= self.after:
+        after_stats = list(map(operator.and_, mine, [self.previous_found, *mine[:-1]]))
+        seen, self.seen = self.seen, self.seen + sum(mine)
+        self.previous_found = mine[-1] if mine else self.previous_found
+        if self.seen <= self.after or not any(after_stats):      # the file's first stats lines, or lone ones
+            return bytes(decided)
+        if seen >= self.after:
             past_cap: Iterable[bool] = itertools.repeat(True)
         else:
-            past_cap = map((self.after - self.seen).__lt__, itertools.accumulate(mine))
+            past_cap = map((self.after - seen).__lt__, itertools.accumulate(mine))
         short = map(MAX_LINE_CHARS.__ge__, map(len, texts))
-        candidates = list(map(all, zip(mine, previous, past_cap, short)))
-        self.seen += sum(mine)
-        self.previous_found = mine[-1] if mine else self.previous_found
+        candidates = list(map(all, zip(after_stats, past_cap, short)))
         numbers = list(map(_NUMBER, window))
         gap = map(operator.lt, map((1).__add__, numbers), numbers[1:])
-        next_ok = [*map(operator.or_, found[1:], gap), True][:decided]
-        plain = iter(self._plain(list(itertools.compress(texts, candidates)),
-                                 list(itertools.compress(matches, candidates))))
-        return bytes(next(plain) and ok if candidate else False for candidate, ok in zip(candidates, next_ok))
+        next_ok = [*map(operator.or_, found[1:], gap), True]
+        plain = self._plain(list(itertools.compress(texts, candidates)), list(itertools.compress(matches, candidates)))
+        folded = itertools.compress(itertools.compress(range(decided), candidates),
+                                    map(operator.and_, plain, itertools.compress(next_ok, candidates)))
+        mask = bytearray(decided)
+        collections.deque(map(mask.__setitem__, folded, itertools.repeat(1)), maxlen=0)
+        return bytes(mask)
 
     def _plain(self, texts: list[str], matches: list[Any]) -> list[bool]:
         """Whether each whole stats line reads as `SignatureSet.match` reads it: no anchor but the shape's in
