@@ -263,13 +263,7 @@ class SignatureSet:
         known = self._only_anchor_by_form.setdefault(anchor, {})
         if len(known) > MAX_FORMS_KEPT:
             known.clear()
-        new = set(forms).difference(known)
-        for form, message in zip(forms, messages):
-            if not new:
-                break
-            if form in new:
-                known[form] = self.only_anchor(message, anchor)
-                new.discard(form)
+        answer_new_keys(known, forms, messages, lambda message: self.only_anchor(message, anchor))
         return list(map(known.__getitem__, forms))
 
     @functools.cached_property
@@ -415,6 +409,19 @@ def _short_percent(raw: str) -> float:
 
 _SHORT_FORMS: Mapping[Callable[[str], Any], Callable[[str], Any]] = {
     _to_int: _short_int, _to_float: _short_float, _to_percent: _short_percent}
+
+
+def answer_new_keys(known: dict[Any, Any], keys: Sequence[Any], items: Iterable[Any],
+                    answer: Callable[[Any], Any]) -> None:
+    """Add to `known` the answer for each key it lacks, asked of the first item with that key (items and keys
+    in step): a batch's answers are then looked up, each asked once."""
+    new = set(keys).difference(known)
+    for key, item in zip(keys, items):
+        if not new:
+            break
+        if key in new:
+            known[key] = answer(item)
+            new.discard(key)
 
 
 class _Converted(dict[Any, Any]):

@@ -28,7 +28,7 @@ from ..model import LogEvent, SourceRef
 from ..redact import Redactor
 from ..vocabulary import KV_SATURATED
 from .envelope import process_label
-from .signatures import SignatureSet, StatsLineShape, convert_each
+from .signatures import SignatureSet, StatsLineShape, answer_new_keys, convert_each
 
 FOLD_LINES = 32                 # lines per folded event: the timeline keeps 400 points, the facts sums and peaks
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
@@ -194,13 +194,8 @@ class _Folder:
         the message (the name and file end at a space), so the prefix alone decides (tests/test_properties.py)."""
         keys = list(map(self.redaction_key_of, matches))
         starts = list(map(self.message_start_of, matches))
-        new = set(keys).difference(self.clean)
-        for key, text, start in zip(keys, texts, starts):
-            if not new:
-                break
-            if key in new:
-                self.clean[key] = self.redactor.leaves_alone(text[:start])
-                new.discard(key)
+        prefixes = map(operator.getitem, texts, map(slice, itertools.repeat(None), starts))   # cut as they are asked
+        answer_new_keys(self.clean, keys, prefixes, self.redactor.leaves_alone)
         alone = list(map(self.clean.__getitem__, keys))
         messages: list[str] = list(map(operator.getitem, itertools.compress(texts, alone),
                             map(slice, itertools.compress(starts, alone), itertools.repeat(None))))
