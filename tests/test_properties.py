@@ -247,7 +247,7 @@ def test_block_split_is_a_per_line_search_of_each_head(lines):
     patterns = KIT.signatures.bulk_patterns
     raw = [line.encode("utf-8", "replace").replace(b"\n", b" ") for line in lines]
     block = b"".join(line + b"\n" for line in raw)
-    kept, count, tally = split_block(block, patterns, 10)
+    numbers, kept, count, tally = split_block(block, patterns, 10)
     expect_kept, expect_tally = [], [0] * len(patterns)
     for i, line in enumerate(raw):
         claimed = next((k for k, group in enumerate(KIT.signatures.bulk_anchors)
@@ -256,7 +256,7 @@ def test_block_split_is_a_per_line_search_of_each_head(lines):
             expect_tally[claimed] += 1
         elif line:
             expect_kept.append((10 + i, line))
-    assert (kept, count, tally) == (expect_kept, len(raw), expect_tally)
+    assert (list(zip(numbers, kept)), count, tally) == (expect_kept, len(raw), expect_tally)
 
 
 # Numbers as vLLM prints them, and ones it never does (several dots, other scripts' digits, huge).
@@ -619,5 +619,6 @@ def test_a_block_decoded_at_once_reads_as_each_line_decoded(raws, base):
     rest = [(i + 1, raw) for i, raw in enumerate(raws)]
     fast, slow = files._Reading("t", None, None, None, None, []), files._Reading("t", None, None, None, None, [])
     with mock.patch.object(files, "MAX_LINE_BYTES", 10):
-        assert files._decoded(rest, base, fast) == [(base + n, files._decode(raw, slow)) for n, raw in rest]
+        assert files._decoded(range(1, len(raws) + 1), raws, base, fast) == \
+            [(base + n, files._decode(raw, slow)) for n, raw in rest]
     assert fast.cut_lines == slow.cut_lines

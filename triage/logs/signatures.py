@@ -24,7 +24,7 @@ except ImportError:         # no wheel for this platform: the regex trie below f
 
 from .. import tomlread
 from ..errors import RuleError
-from ..sources.scan import QuietLines, bulk_pattern, quiet_lines_possible
+from ..sources.scan import BulkPattern, QuietLines, bulk_pattern, quiet_lines_possible
 from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES, STATS_PEAKS
 from .envelope import QUIET_HEAD, QUIET_STOPS, STATS_PREFIX
 
@@ -210,7 +210,7 @@ class SignatureSet:
             tuple(sorted({a for s in group for a in (s.anchor.encode(), _escaped(s.anchor))}))
             for group in ([s for s in self.signatures if s.bulk and not s.generic],
                           [s for s in self.signatures if s.bulk and s.generic]) if group)
-        self.bulk_patterns: tuple[re.Pattern[bytes], ...] = tuple(bulk_pattern(group) for group in self.bulk_anchors)
+        self.bulk_patterns: tuple[BulkPattern, ...] = tuple(bulk_pattern(group) for group in self.bulk_anchors)
         self.bulk_vllm_patterns = 1 if any(s.bulk and not s.generic for s in self.signatures) else 0
         self._anchor_list = list(anchors)
         # DEBUG and INFO lines holding no anchor: counted, never parsed (see scan.QuietLines)

@@ -15,16 +15,15 @@ import io
 import itertools
 import lzma
 import os
-import re
 import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Iterable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from ..vocabulary import MAX_METRICS_BYTES
-from .scan import QuietLines
+from .scan import BulkPattern, QuietLines
 from .workers import Split, Worker, WorkerFailed, split_range
 
 MAX_LINE_BYTES = 1 << 20          # a longer physical line is cut here; the rest is skipped
@@ -298,7 +297,7 @@ class LineReader:
     A large plain file is split between two worker processes. `progress` is told the bytes read so far.
     """
 
-    def __init__(self, inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = (),
+    def __init__(self, inp: LogInput, bulk: tuple[BulkPattern, ...] = (),
                  progress: Callable[[int], None] | None = None, quiet: QuietLines | None = None) -> None:
         self._reading = _Reading(inp.name, inp.path, inp.size, inp.compression, progress, [0] * len(bulk))
         self._lines = _read_lines(inp, Split(bulk, quiet), self._reading)
@@ -314,7 +313,7 @@ class LineReader:
                          reading.quiet_lines)
 
 
-def iter_lines(inp: LogInput, bulk: tuple[re.Pattern[bytes], ...] = ()) -> Iterator[tuple[int, str]]:
+def iter_lines(inp: LogInput, bulk: tuple[BulkPattern, ...] = ()) -> Iterator[tuple[int, str]]:
     """The lines alone, for a reader that needs no more (see LineReader)."""
     return iter(LineReader(inp, bulk))
 
@@ -346,8 +345,8 @@ def _read_lines(inp: LogInput, split: Split, reading: _Reading) -> Iterator[tupl
             number = 0
             for block in _blocks(text, reading):
                 split = _judged(split, reading, number)
-                rest, count, tally = split.block(block, number + 1)
-                yield from _decoded(rest, 0, reading)
+                numbers, raws, count, tally = split.block(block, number + 1)
+                yield from _decoded(numbers, raws, 0, reading)
                 number += count
                 _tally(reading, tally)
                 if number > MAX_LINES:
@@ -445,14 +444,14 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
                     let_go()
             if result is None:
                 result = split_range(path, start, end, asked, MAX_LINE_BYTES)
-            rest, count, tally = result
+            numbers, raws, count, tally = result
             seen, set_aside = seen + count, set_aside + sum(tally)
             _tally(reading, tally)
             if workers and seen >= DECIDE_AFTER_LINES and 2 * set_aside < seen:
                 let_go()
             split = _judged(split, reading, seen)
             hand_out(1)
-            yield from _decoded(rest, number, reading)
+            yield from _decoded(numbers, raws, number, reading)
             number += count
             if reading.progress is not None:
                 reading.progress(end)
@@ -483,14 +482,13 @@ def _let_go(workers: list[Worker]) -> list[Worker]:
     return []
 
 
-def _decoded(rest: list[tuple[int, bytes]], base: int, reading: _Reading) -> list[tuple[int, str]]:
+def _decoded(numbers: Sequence[int], raws: Sequence[bytes], base: int, reading: _Reading) -> list[tuple[int, str]]:
     """A block's lines to parse, numbered from `base` and decoded, up to MAX_LINES. The usual block (no line
     too long, no NUL, no carriage return ending a line) is decoded in one step; any other line by line."""
-    if not rest:
+    if not raws:
         return []
-    numbers, raws = zip(*rest)
     if base:
-        numbers = tuple(map(base.__add__, numbers))
+        numbers = list(map(base.__add__, numbers))
     if numbers[-1] > MAX_LINES:
         kept = bisect.bisect_right(numbers, MAX_LINES)
         numbers, raws = numbers[:kept], raws[:kept]

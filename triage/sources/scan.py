@@ -16,7 +16,7 @@ import itertools
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 try:
     import ahocorasick_rs
@@ -30,24 +30,34 @@ QUIET_MAX_BYTES = 4096     # a longer line is parsed (the reader cuts lines far 
 MIN_SHARED = 3             # a shared piece shorter than this is no better than the plain alternation
 
 
-def bulk_pattern(anchors: Iterable[bytes]) -> re.Pattern[bytes]:
+@dataclass(frozen=True)
+class BulkPattern:
+    """One search for any of a group of bulk anchors, and a piece of text each of them holds."""
+
+    regex: re.Pattern[bytes]
+    needle: bytes               # in every anchor: a block without it holds no bulk line (b"": no such piece)
+
+
+def bulk_pattern(anchors: Iterable[bytes]) -> BulkPattern:
     """One search for any of `anchors`.
 
     When the anchors share a piece of text (`ed re` in `Received request `, `Added request `, ...,
     `Generated response `), the pattern starts with it: the regex engine then jumps from one occurrence
     of that literal to the next instead of trying every alternative at every position, which is two to
     three times faster per line. A lookbehind per anchor checks the whole anchor, so the pattern
-    matches exactly where one of the anchors ends, as the plain alternation does.
+    matches exactly where one of the anchors ends, as the plain alternation does. The same piece is the
+    needle: a block of stats or DEBUG lines lacks it, and one `in` over the block (at memory speed) then
+    spares the search of each line.
     """
     words = sorted(set(anchors), key=len, reverse=True)
     shared = _shared_piece(words)
     if len(shared) < MIN_SHARED:
-        return re.compile(b"|".join(re.escape(a) for a in words))
+        return BulkPattern(re.compile(b"|".join(re.escape(a) for a in words)), words[0] if len(words) == 1 else b"")
     branches = []
     for word in words:
         tail = word[word.index(shared) + len(shared):]
         branches.append(re.escape(tail) + b"(?<=" + re.escape(word) + b")")
-    return re.compile(re.escape(shared) + b"(?:" + b"|".join(branches) + b")")
+    return BulkPattern(re.compile(re.escape(shared) + b"(?:" + b"|".join(branches) + b")"), shared)
 
 
 def _shared_piece(words: Sequence[bytes]) -> bytes:
@@ -117,14 +127,22 @@ def _automaton(stops: tuple[bytes, ...]) -> Any:
     return ahocorasick_rs.BytesAhoCorasick(list(stops))
 
 
-def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line: int,
-                quiet: QuietLines | None = None) -> tuple[list[tuple[int, bytes]], int, list[int]]:
+class SplitBlock(NamedTuple):
+    """A block split: the lines to parse as two columns (their numbers, their bytes), and the counts."""
+
+    numbers: list[int]
+    lines: list[bytes]
+    line_count: int             # lines in the block
+    tally: list[int]            # lines each bulk pattern claimed, then, with quiet lines, those set aside
+
+
+def split_block(block: bytes, patterns: Sequence[BulkPattern], first_line: int,
+                quiet: QuietLines | None = None) -> SplitBlock:
     """Split a block of whole lines into the lines to parse and the bulk and quiet lines to count.
 
-    Returns ([(line_number, raw_line), ...] for the non-empty lines no pattern claimed within their
-    first HEAD_WINDOW bytes and `quiet` did not set aside, the number of lines in the block, the lines
-    each pattern claimed (a line counting for the first pattern that claims it), then, with `quiet`,
-    the quiet lines). `first_line` numbers the block's first line.
+    The lines to parse are the non-empty ones no pattern claimed within their first HEAD_WINDOW bytes and
+    `quiet` did not set aside; a line counts for the first pattern that claims it. `first_line` numbers
+    the block's first line.
     """
     lines = block.split(b"\n")
     if block.endswith(b"\n") or not block:
@@ -132,12 +150,15 @@ def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line:
     # map/compress keep the per-line loop in C: this is the hot loop of a large log. Empty lines go
     # first (a block of nothing but newlines must not cost a pattern search per line); then each pattern
     # looks at the lines no earlier pattern claimed, by their index in the block.
-    unclaimed: Sequence[int] = list(itertools.compress(range(len(lines)), lines))
-    rest: Sequence[bytes] = list(filter(None, lines))
+    unclaimed: list[int] = list(itertools.compress(range(len(lines)), lines))
+    rest: list[bytes] = list(filter(None, lines))
     counts = []
     for pattern in patterns:
         n = len(rest)
-        found = map(pattern.search, rest, itertools.repeat(0, n), itertools.repeat(HEAD_WINDOW, n))
+        if pattern.needle and pattern.needle not in block:
+            counts.append(0)
+            continue
+        found = map(pattern.regex.search, rest, itertools.repeat(0, n), itertools.repeat(HEAD_WINDOW, n))
         keep = list(map(operator.not_, found))
         unclaimed = list(itertools.compress(unclaimed, keep))
         rest = list(itertools.compress(rest, keep))
@@ -148,4 +169,4 @@ def split_block(block: bytes, patterns: Sequence[re.Pattern[bytes]], first_line:
         unclaimed = list(itertools.compress(unclaimed, keep))
         rest = list(itertools.compress(rest, keep))
         counts.append(n - len(rest))
-    return [(first_line + index, line) for index, line in zip(unclaimed, rest)], len(lines), counts
+    return SplitBlock(list(map(first_line.__add__, unclaimed)), rest, len(lines), counts)

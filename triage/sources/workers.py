@@ -10,32 +10,29 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from typing import IO, BinaryIO, cast
 
-from .scan import QuietLines, split_block
-
-SplitResult = tuple[list[tuple[int, bytes]], int, list[int]]   # lines to parse, lines in all, set aside per key
+from .scan import BulkPattern, QuietLines, SplitBlock, split_block
 
 
 @dataclass(frozen=True)
 class Split:
     """What the block scanner sets aside: the bulk patterns and the quiet lines (see scan)."""
 
-    bulk: tuple[re.Pattern[bytes], ...]
+    bulk: tuple[BulkPattern, ...]
     quiet: QuietLines | None
 
-    def block(self, block: bytes, first_line: int) -> SplitResult:
+    def block(self, block: bytes, first_line: int) -> SplitBlock:
         return split_block(block, self.bulk, first_line, self.quiet)
 
-    def nothing(self) -> SplitResult:
-        return [], 0, [0] * (len(self.bulk) + (self.quiet is not None))
+    def nothing(self) -> SplitBlock:
+        return SplitBlock([], [], 0, [0] * (len(self.bulk) + (self.quiet is not None)))
 
 
-def split_range(path: str, start: int, end: int, split: Split, max_line_bytes: int) -> SplitResult:
+def split_range(path: str, start: int, end: int, split: Split, max_line_bytes: int) -> SplitBlock:
     """Split the lines that START in [start, end) of a file (the last one may run past end).
 
     A range with no line start in it gives nothing and reads nothing past its end, so the ends of a
@@ -86,14 +83,14 @@ class Worker:
             self._split = split
         self._send(("range", start, end))
 
-    def answer(self) -> SplitResult:
+    def answer(self) -> SplitBlock:
         try:
             kind, value = pickle.load(cast(IO[bytes], self._process.stdout))
         except (EOFError, pickle.UnpicklingError, OSError) as err:
             raise WorkerFailed(f"the worker stopped: {err}") from err
         if kind != "ok":
             raise WorkerFailed(value)
-        return cast(SplitResult, value)
+        return cast(SplitBlock, value)
 
     def close(self) -> None:
         """Let it go: its answers still unread are dropped, and so is the range it may be splitting (a reader
