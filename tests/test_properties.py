@@ -603,6 +603,49 @@ samples = ["Running: 3 reqs, Waiting: 0 reqs"]
     assert sum(e.signature == "queue_seen" for e in folded) == len(lines)
 
 
+def test_an_anchor_with_digits_inside_stats_messages_is_looked_for_in_each_line(tmp_path):
+    """Lines of one digit form share every answer but one: whether an anchor holding digits occurs. A signature
+    of the user's own anchored on `Running: 3 reqs` still sees every line that says it, and only those."""
+    import shutil
+    from unittest import mock
+
+    from triage.logs import parse as logparse
+    from triage.logs.signatures import load_signatures
+    folder = tmp_path / "signatures"
+    shutil.copytree(RULES_DIR / "signatures", folder)
+    (folder / "own.toml").write_text('''
+[[signature]]
+id = "three_running"
+kind = "serving_progress"
+anchor = "Running: 3 reqs"
+regex = 'Running: 3 reqs'
+samples = ["Running: 3 reqs, Waiting: 0 reqs"]
+''', encoding="utf-8")
+    signatures = load_signatures(folder)
+    lines = [(n, _STATS_LINE.replace("Running: 3", f"Running: {3 + n % 2}")) for n in range(1, 13)]
+    for batch in (1, 4, 128):
+        with mock.patch.object(logparse, "STATS_CAP", 2), mock.patch("triage.logs.statsrun.BATCH_LINES", batch):
+            folded = list(LogParse("t.log", lines, signatures, Redactor()))
+            parsed = list(LogParse("t.log", lines, signatures, Redactor(), fold_stats=False))
+        assert [e for e in folded if e.signature == "three_running"] == \
+            [e for e in parsed if e.signature == "three_running"]
+        assert sum(e.signature == "three_running" for e in folded) == 6
+
+
+@settings(max_examples=200, deadline=None)
+@given(stats_run(), st.randoms(use_true_random=False))
+def test_stats_shapes_read_every_digit_alike(lines, rnd):
+    """The fold matches one line per digit form and slices the rest (logs/statsrun.py): that holds because the
+    stats shapes treat every ASCII digit alike, so two lines that differ only in their digits match, or fail, at
+    the same places."""
+    for text in lines:
+        other = "".join(rnd.choice("0123456789") if c in "0123456789" else c for c in text)
+        for shape in KIT.signatures.stats_lines:
+            mine, theirs = shape.line.match(text), shape.line.match(other)
+            assert (mine is None) == (theirs is None)
+            assert mine is None or mine.regs == theirs.regs
+
+
 # --- a block's lines decoded in one step (sources/files.py) ------------------------------------------------
 
 @settings(max_examples=300, deadline=None)

@@ -192,22 +192,3 @@ samples = ["xxy"]
     start = time.monotonic()
     assert sigs.match("x" * 40) == []
     assert time.monotonic() - start < 5
-
-
-def test_only_anchor_each_answers_as_only_anchor_does_for_each_message():
-    """The batch form of `only_anchor` (one search of the messages joined) gives each message's own answer: the
-    anchor once, twice, overlapping another anchor, beside another, missing, in a message that is not ASCII."""
-    signatures = SIGNATURES
-    anchor = signatures.stats_lines[0].anchor
-    plain = (f"Engine 000: {anchor}1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, "
-             "Waiting: 0 reqs, GPU KV cache usage: 4.0%, Prefix cache hit rate: 0.0%")
-    others = [plain + " " + anchor, plain + " CUDA out of memory", plain[:-1], "nothing here", plain + " é"]
-    for messages in ([plain] * 3, [plain, *others], [*others, plain], [], ["a\nb", plain]):
-        expected = [signatures.only_anchor(message, anchor) for message in messages]
-        assert signatures.only_anchor_each(messages, anchor) == expected
-    assert signatures.only_anchor_each([plain, plain + " " + anchor], anchor) == [True, False]
-    # One form (digits read as 0s), but only the second holds an anchor with digits in it.
-    graphs = " CUDA graphs can take additional {} GiB memory per GPU"
-    assert signatures.only_anchor_each([plain + graphs.format("2~5"), plain + graphs.format("1~3")] * 2,
-                                       anchor) == [True, False] * 2
-    assert signatures.only_anchor_each([plain.replace("1.0", "7.5")] * 2, anchor) == [True, True]

@@ -41,9 +41,7 @@ MAX_COUNT = 10**15          # tokens, blocks, requests, preemptions: far above a
 MAX_GIB = 1e7               # ten PiB
 MAX_RATIO = 1e4             # a percentage of 1,000,000 %
 MAX_VALUES_KEPT = 65536     # convert_each's answers kept per converter (a stats log's values repeat)
-MAX_FORMS_KEPT = 4096       # only_anchor_each's answers kept per anchor (a stats log's messages take a few dozen forms)
 _DIGITS = "0123456789"
-_DIGITS_AS_ZERO = bytes.maketrans(_DIGITS.encode(), b"0" * len(_DIGITS))
 
 
 def _checked(value: float, limit: float) -> float:
@@ -217,8 +215,9 @@ class SignatureSet:
         self.quiet: QuietLines | None = QuietLines(re.compile(QUIET_HEAD), tuple(
             sorted({*QUIET_STOPS, *(a.encode() for a in anchors)}))) if quiet_lines_possible() and anchors else None
         self._automaton = ahocorasick_rs.AhoCorasick(self._anchor_list) if ahocorasick_rs and anchors else None
-        self._digit_anchors = tuple(a for a in self._anchor_list if any(c in _DIGITS for c in a))
-        self._only_anchor_by_form: dict[str, dict[bytes, bool]] = {}     # only_anchor_each's answers
+        # Anchors holding a digit: whether one occurs in a line depends on its digits, not only on its digit form
+        # (logs/statsrun.py answers the rest once per form).
+        self.digit_anchors = tuple(a for a in self._anchor_list if any(c in _DIGITS for c in a))
         self._shapes = _line_shapes(self)
         # the same shapes as whole lines, for runs of stats lines read in one match a line (logs/statsrun.py)
         self.stats_lines: tuple[StatsLineShape, ...] = tuple(
@@ -248,23 +247,6 @@ class SignatureSet:
             found = self._automaton.find_matches_as_indexes(message, overlapping=True)
             return len(found) == 1 and found[0][0] == self._anchor_index[anchor]
         return self.anchors_in(message) == {anchor}
-
-    def only_anchor_each(self, messages: Sequence[str], anchor: str) -> list[bool]:
-        """`only_anchor` of each message, asked once per form of message: the message with its digits read as 0s.
-
-        Where an anchor without digits occurs does not depend on a message's digits, so once no anchor with
-        digits occurs in any of the messages (searched for in them joined), one message's answer is every
-        answer for its form. A stats log's messages take a few dozen forms. Messages that are not all ASCII
-        are each asked on their own (`only_anchor` reads those another way)."""
-        joined = "\n".join(messages)
-        forms = joined.encode().translate(_DIGITS_AS_ZERO).split(b"\n") if joined.isascii() else []
-        if len(forms) != len(messages) or any(a in joined for a in self._digit_anchors):
-            return [self.only_anchor(message, anchor) for message in messages]
-        known = self._only_anchor_by_form.setdefault(anchor, {})
-        if len(known) > MAX_FORMS_KEPT:
-            known.clear()
-        answer_new_keys(known, forms, messages, lambda message: self.only_anchor(message, anchor))
-        return list(map(known.__getitem__, forms))
 
     @functools.cached_property
     def _anchor_index(self) -> dict[str, int]:
@@ -386,11 +368,6 @@ class StatsLineShape:
         stats lines keeps the peak or the sum of."""
         plan = self.fields_of.keywords["plan"]       # type: ignore[attr-defined]  # a partial (_shape_fields)
         return tuple((name, convert, name in STATS_PEAKS) for name, convert, _ in plan if name in _SUMMED)
-
-    @functools.cached_property
-    def summed_groups(self) -> tuple[int, ...]:
-        """The numbers of summed_plan's groups (a group looked up by number costs less than by name)."""
-        return tuple(self.line.groupindex[name] for name, _, _ in self.summed_plan)
 
 
 # A shape's groups hold only digits, dots and a trailing %: a short one is in range however it reads, so

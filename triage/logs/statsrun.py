@@ -18,11 +18,12 @@ fall between lines, nor with several logs, which are interleaved by their lines'
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..model import LogEvent, SourceRef
 from ..redact import Redactor
@@ -33,11 +34,18 @@ from .signatures import SignatureSet, StatsLineShape, answer_new_keys, convert_e
 FOLD_LINES = 32                 # lines per folded event: the timeline keeps 400 points, the facts sums and peaks
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
 BATCH_LINES = 128               # lines tested together: a batch's text and matches stay in the CPU's cache
+MAX_FORMS = 4096                # digit forms kept per file (a stats log's lines take a few hundred)
 _Item = tuple[int, str]
+_Row = tuple[str, ...]          # a stats line's name, pid, file, then its summed fields; "" where a group took no part
 _NUMBER = operator.itemgetter(0)
 _TEXT = operator.itemgetter(1)
-_PREFIX_GROUPS = ("name", "pid", "file", "at")
+_NAME_FILE = operator.itemgetter(0, 2)
+_NAME_PID = operator.itemgetter(0, 1)
+_START = operator.attrgetter("start")
+_SHAPE = operator.attrgetter("shape")
+_ROW = operator.attrgetter("row")
 _FOLDED = re.compile(b"\x01+")
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,24 @@ class StatsRun:
     event: LogEvent
     last: int                   # the last line
     count: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """How every stats line of one digit form reads: its shape, where its message starts, and the slices that
+    cut its row out of it. The shapes read every ASCII digit alike (tests/test_properties.py), so lines that
+    differ only in their digits match alike, group for group: one match per form, then slicing."""
+
+    shape: StatsLineShape
+    start: int
+    row: Callable[[str], _Row]
+
+    @classmethod
+    def of(cls, shape: StatsLineShape, m: Any) -> _Template:
+        groups = ("name", "pid", "file", *(field for field, _, _ in shape.summed_plan))
+        # A group that took no part spans (-1, -1), which slices out "" (every group read here is non-empty
+        # when it takes part).
+        return cls(shape, m.start("at"), operator.itemgetter(*(slice(*m.span(group)) for group in groups)))
 
 
 def fold_runs(lines: Iterable[_Item], signatures: SignatureSet, redactor: Redactor, name: str,
@@ -75,35 +101,33 @@ def fold_runs(lines: Iterable[_Item], signatures: SignatureSet, redactor: Redact
 
 class _Folder:
     """What folding has seen so far: the stats lines counted, whether the last line decided was one, the run
-    being built, and which process names and files redaction leaves alone."""
+    being built, the templates of the digit forms met, and which process names and files redaction leaves
+    alone."""
 
     def __init__(self, signatures: SignatureSet, redactor: Redactor, name: str, after: int) -> None:
         self.signatures, self.redactor, self.name, self.after = signatures, redactor, name, after
         self.anchor = signatures.stats_lines[0].anchor
-        self.shapes = list(signatures.stats_lines)       # the shape that matched most in the last batch first
         self.seen = 0
         self.previous_found = False
         self.run: _Run | None = None
-        self.clean: dict[tuple[str | None, str], bool] = {}
-        # Groups by number where every shape numbers the prefix's alike (by name, a group costs more).
-        numbering: set[tuple[int | str, ...]] = {tuple(shape.line.groupindex[group] for group in _PREFIX_GROUPS)
-                                                 for shape in self.shapes}
-        groups: tuple[int | str, ...] = numbering.pop() if len(numbering) == 1 else _PREFIX_GROUPS
-        process_name, pid, file, at = groups
-        self.process_of = operator.methodcaller("group", process_name, pid)
-        self.redaction_key_of = operator.methodcaller("group", process_name, file)
-        self.message_start_of = operator.methodcaller("start", at)
+        self.clean: dict[tuple[str, str], bool] = {}
+        self.templates: dict[bytes, _Template | None] = {}     # by digit form
+        self.only_anchor: dict[bytes, bool] = {}                # by digit form: no anchor but the stats one
 
     def fold(self, window: Sequence[_Item], decided: int) -> list[_Item | StatsRun]:
         """The first `decided` lines of `window`, with runs of foldable ones as StatsRun. A run ends before a line
         parsed as usual; one that reaches the last line decided stays open for the next batch."""
         texts = list(map(_TEXT, window))
-        matches, shapes = self._matches(texts)
-        if not any(matches):
+        templates, forms = self._templates(texts)
+        if not any(templates):
             # The usual batch of a log that is not all stats lines. previous_found is left as it is: the next
             # batch starts on this one's last line, no stats line, so nothing reads it.
             return [*self._close(), *window[:decided]] if decided else []
-        foldable = self._foldable(window, texts, matches, decided)
+        found = list(map(bool, templates))
+        rows: list[_Row | None] = [None] * len(texts)
+        _put(rows, itertools.compress(range(len(texts)), found),
+             map(operator.call, map(_ROW, itertools.compress(templates, found)), itertools.compress(texts, found)))
+        foldable = self._foldable(window, texts, found, rows, templates, forms, decided)
         out: list[_Item | StatsRun] = []
         at = 0
         for segment in _FOLDED.finditer(foldable):
@@ -111,7 +135,7 @@ class _Folder:
             if start > at:
                 out += self._close()
                 out += window[at:start]
-            out += self._extend(window, matches, shapes, start, end)
+            out += self._extend(window, rows, templates, start, end)
             at = end
         if at < decided:
             out += self._close()
@@ -121,48 +145,51 @@ class _Folder:
     def finish(self) -> list[StatsRun]:
         return self._close()
 
-    def _matches(self, texts: list[str]) -> tuple[list[Any], list[StatsLineShape | None]]:
-        """Each line's match of a stats shape and that shape, or None and None."""
+    def _templates(self, texts: list[str]) -> tuple[list[_Template | None], list[bytes | None] | None]:
+        """Each line's template (None for a line no stats shape matches), one match per digit form; and each
+        line's form where it decides which anchors the line holds: every line holding the stats anchor is ASCII
+        and no anchor with digits occurs in the batch (else None)."""
         n = len(texts)
         holding = list(map(operator.contains, texts, itertools.repeat(self.anchor)))
-        first = self.shapes[0]
-        if all(holding):                        # a log of stats lines: no line to set apart first
-            matches: list[Any] = list(map(first.line.match, texts))
-            if all(matches):
-                return matches, [first] * n
-            holding = list(map(operator.not_, matches))
-            shapes: list[StatsLineShape | None] = [first if m else None for m in matches]
-            todo_shapes, hits = self.shapes[1:], [(n - sum(holding), first)]
-        else:
-            matches, shapes, todo_shapes, hits = [None] * n, [None] * n, self.shapes, []
-        indexes = list(itertools.compress(range(n), holding))
-        todo = list(itertools.compress(texts, holding))
-        for shape in todo_shapes:
-            if not todo:
-                break
-            found = list(map(shape.line.match, todo))
-            hit = list(map(bool, found))
-            hits.append((sum(hit), shape))
-            collections.deque(map(matches.__setitem__, itertools.compress(indexes, hit),
-                                  itertools.compress(found, hit)), maxlen=0)
-            collections.deque(map(shapes.__setitem__, itertools.compress(indexes, hit), itertools.repeat(shape)),
-                              maxlen=0)
-            missed = list(map(operator.not_, hit))
-            indexes = list(itertools.compress(indexes, missed))
-            todo = list(itertools.compress(todo, missed))
-        best = max(hits, key=operator.itemgetter(0), default=(0, first))[1]
-        if best is not first:
-            self.shapes = [best, *(shape for shape in self.shapes if shape is not best)]
-        return matches, shapes
+        if not any(holding):
+            return [None] * n, None
+        held = texts if all(holding) else list(itertools.compress(texts, holding))
+        joined = "\n".join(held)
+        forms = joined.encode().translate(_DIGITS_AS_ZERO).split(b"\n") if joined.isascii() else []
+        if len(forms) != len(held):                 # not all ASCII: matched line by line
+            return self._scattered(holding, list(map(self._template_of, held))), None
+        if len(self.templates) > MAX_FORMS:
+            self.templates.clear()
+            self.only_anchor.clear()
+        answer_new_keys(self.templates, forms, held, self._template_of)
+        found = list(map(self.templates.__getitem__, forms))
+        digit_free = not any(anchor in joined for anchor in self.signatures.digit_anchors)
+        return self._scattered(holding, found), self._scattered(holding, forms) if digit_free else None
 
-    def _foldable(self, window: Sequence[_Item], texts: list[str], matches: list[Any], decided: int) -> bytes:
+    @staticmethod
+    def _scattered(holding: list[bool], values: list[Any]) -> list[Any]:
+        """`values`, one for each line holding the anchor, at their lines' places; None at the others."""
+        if len(values) == len(holding):
+            return values
+        out: list[Any] = [None] * len(holding)
+        _put(out, itertools.compress(range(len(holding)), holding), values)
+        return out
+
+    def _template_of(self, text: str) -> _Template | None:
+        for shape in self.signatures.stats_lines:
+            m = shape.line.match(text)
+            if m:
+                return _Template.of(shape, m)
+        return None
+
+    def _foldable(self, window: Sequence[_Item], texts: list[str], found: list[bool], rows: list[_Row | None],
+                  templates: list[_Template | None], forms: list[bytes | None] | None, decided: int) -> bytes:
         """b"\\x01" for each of the first `decided` lines folded, b"\\x00" for one parsed as usual.
 
         A line is folded when it is a stats line past the file's first `after`, the line the parser receives
         before it is a stats line too (not a collector's partial line it would end), the one after it is a
         stats line or follows a gap (it is not the line's wrapped tail or split end), it is short, and it holds
         no other anchor and nothing redaction could touch."""
-        found = list(map(bool, matches))
         mine = found[:decided]
         after_stats = list(map(operator.and_, mine, [self.previous_found, *mine[:-1]]))
         seen, self.seen = self.seen, self.seen + sum(mine)
@@ -178,36 +205,45 @@ class _Folder:
         numbers = list(map(_NUMBER, window))
         gap = map(operator.lt, map((1).__add__, numbers), numbers[1:])
         next_ok = [*map(operator.or_, found[1:], gap), True]
-        plain = self._plain(list(itertools.compress(texts, candidates)), list(itertools.compress(matches, candidates)))
+        plain = self._plain(list(itertools.compress(texts, candidates)), list(itertools.compress(rows, candidates)),
+                            list(itertools.compress(templates, candidates)),
+                            None if forms is None else list(itertools.compress(forms, candidates)))
         folded = itertools.compress(itertools.compress(range(decided), candidates),
                                     map(operator.and_, plain, itertools.compress(next_ok, candidates)))
         mask = bytearray(decided)
-        collections.deque(map(mask.__setitem__, folded, itertools.repeat(1)), maxlen=0)
+        _put(mask, folded, itertools.repeat(1))
         return bytes(mask)
 
-    def _plain(self, texts: list[str], matches: list[Any]) -> list[bool]:
+    def _plain(self, texts: list[str], rows: list[Any], templates: list[Any], forms: list[Any] | None) -> list[bool]:
         """Whether each whole stats line reads as `SignatureSet.match` reads it: no anchor but the shape's in
         its message, nothing redaction could touch.
 
         Redaction is asked once per process name and file: the rest of such a line is digits and the shape's
         words, none of which a rule or its trigger is made of, and no rule's match runs from the prefix into
-        the message (the name and file end at a space), so the prefix alone decides (tests/test_properties.py)."""
-        keys = list(map(self.redaction_key_of, matches))
-        starts = list(map(self.message_start_of, matches))
+        the message (the name and file end at a space), so the prefix alone decides (tests/test_properties.py).
+        The anchors are looked for once per digit form: an anchor without digits occurs in a line, or not,
+        whatever its digits."""
+        keys = list(map(_NAME_FILE, rows))
+        starts = list(map(_START, templates))
         prefixes = map(operator.getitem, texts, map(slice, itertools.repeat(None), starts))   # cut as they are asked
         answer_new_keys(self.clean, keys, prefixes, self.redactor.leaves_alone)
-        alone = list(map(self.clean.__getitem__, keys))
-        messages: list[str] = list(map(operator.getitem, itertools.compress(texts, alone),
-                            map(slice, itertools.compress(starts, alone), itertools.repeat(None))))
-        single = iter(self.signatures.only_anchor_each(messages, self.anchor))
-        return [next(single) if ok else False for ok in alone]
+        alone = map(self.clean.__getitem__, keys)
+        messages: Iterable[str] = map(operator.getitem, texts, map(slice, starts, itertools.repeat(None)))
+        only: Iterable[bool]
+        if forms is None:
+            only = map(self.signatures.only_anchor, messages, itertools.repeat(self.anchor))
+        else:
+            answer_new_keys(self.only_anchor, forms, messages,
+                            functools.partial(self.signatures.only_anchor, anchor=self.anchor))
+            only = map(self.only_anchor.__getitem__, forms)
+        return list(map(operator.and_, alone, only))
 
-    def _extend(self, window: Sequence[_Item], matches: list[Any], shapes: list[Any], start: int,
+    def _extend(self, window: Sequence[_Item], rows: list[Any], templates: list[Any], start: int,
                 end: int) -> list[StatsRun]:
         """Add the foldable lines window[start:end] to runs: a run ends at another shape or process, or full."""
         done: list[StatsRun] = []
-        shapes = shapes[start:end]
-        processes = list(map(self.process_of, matches[start:end]))
+        shapes = list(map(_SHAPE, templates[start:end]))
+        processes = list(map(_NAME_PID, rows[start:end]))
         changes = map(operator.or_, map(operator.is_not, shapes[1:], shapes[:-1]),
                       map(operator.ne, processes[1:], processes[:-1]))
         bounds = [0, *itertools.compress(range(1, end - start), changes), end - start]
@@ -217,9 +253,9 @@ class _Folder:
                 done += self._close()
             while at < stop:
                 if self.run is None:
-                    self.run = _Run(shapes[first], processes[first], matches[start + first])
+                    self.run = _Run(shapes[first], processes[first])
                 take = min(stop - at, FOLD_LINES - len(self.run.numbers))
-                self.run.add(window[start + at:start + at + take], matches[start + at:start + at + take])
+                self.run.add(window[start + at:start + at + take], rows[start + at:start + at + take])
                 at += take
                 if len(self.run.numbers) >= FOLD_LINES:
                     done += self._close()
@@ -234,35 +270,36 @@ class _Folder:
 
 
 class _Run:
-    """Stats lines being folded: their matches, until the run ends and `done` makes of them what `merge_stats`
+    """Stats lines being folded: their rows, until the run ends and `done` makes of them what `merge_stats`
     would (the figures converted a field at a time over the run)."""
 
-    def __init__(self, shape: StatsLineShape, process_key: tuple[Any, ...], first: Any) -> None:
+    def __init__(self, shape: StatsLineShape, process_key: tuple[str, ...]) -> None:
         self.shape = shape
         self.process_key = process_key
-        self.process = _process(first)
+        name, pid = process_key
+        self.process = process_label(name or None, pid) if pid else None    # as the envelope names it
         self.numbers: list[int] = []
         self.texts: list[str] = []
-        self.matches: list[Any] = []
+        self.rows: list[_Row] = []
 
-    def takes(self, shape: StatsLineShape, process_key: tuple[Any, ...]) -> bool:
+    def takes(self, shape: StatsLineShape, process_key: tuple[str, ...]) -> bool:
         return shape is self.shape and process_key == self.process_key
 
-    def add(self, lines: Sequence[_Item], matches: Sequence[Any]) -> None:
+    def add(self, lines: Sequence[_Item], rows: Sequence[_Row]) -> None:
         self.numbers += map(_NUMBER, lines)
         self.texts += map(_TEXT, lines)
-        self.matches += matches
+        self.rows += rows
 
     def done(self, name: str) -> StatsRun:
-        matches, count = self.matches, len(self.matches)
-        m = matches[-1]
+        count = len(self.rows)
         shape = self.shape
+        m = self._match(count - 1)      # the last line's own fields, level and time, as the parser reads them
         fields = shape.fields_of(m)
         best = count - 1
         if count > 1:
             plan = shape.summed_plan
-            captured = map(operator.methodcaller("group", *shape.summed_groups), matches)
-            values = {key: convert_each(convert, column) for (key, convert, _), column in zip(plan, zip(*captured))}
+            columns = itertools.islice(zip(*self.rows), 3, None)
+            values = {key: convert_each(convert, column) for (key, convert, _), column in zip(plan, columns)}
             for key, _, peak in plan:
                 if peak:
                     present = _present(values[key])
@@ -283,10 +320,21 @@ class _Run:
             if preempted:
                 fields["preemptions"] = sum(preempted)
             best -= kv[::-1].index(max(kv))      # merge_stats: the later line unless an earlier had more
-        source = SourceRef(name, self.numbers[best], self.texts[best], shape.span(matches[best]))
+        source = SourceRef(name, self.numbers[best], self.texts[best],
+                           shape.span(m if best == count - 1 else self._match(best)))
         event = LogEvent("stats", shape.signature.id, fields, self.process, m["level"], f"{m['date']} {m['time']}",
                          source, 0, None)
         return StatsRun(event, self.numbers[-1], count)
+
+    def _match(self, index: int) -> Any:
+        m = self.shape.line.match(self.texts[index])
+        assert m is not None, "a line of a form that matched matches"
+        return m
+
+
+def _put(target: Any, indexes: Iterable[int], values: Iterable[Any]) -> None:
+    """target[i] = v for each index and value in step, the loop in C."""
+    collections.deque(map(target.__setitem__, indexes, values), maxlen=0)
 
 
 def _present(values: Sequence[Any]) -> Sequence[Any]:
@@ -294,6 +342,3 @@ def _present(values: Sequence[Any]) -> Sequence[Any]:
     return values if None not in values else [v for v in values if v is not None]
 
 
-def _process(m: Any) -> str | None:
-    """The process as the envelope names it, or none."""
-    return None if m["pid"] is None else process_label(m["name"], m["pid"])
