@@ -68,6 +68,24 @@ def test_two_processes_read_what_one_reads(kit, tmp_path, monkeypatch):
     assert one[1] == 6000 and sum(one[2]) + len(one[0]) == 6000
 
 
+def test_the_workers_share_the_pieces(kit, tmp_path, monkeypatch):
+    """Piece i goes to worker i mod WORKERS, so each keeps working while the parser takes the pieces in order
+    (handing a piece to whichever worker the count of pieces in flight named sent every piece after the first
+    ones to one worker, and the other sat idle)."""
+    from triage.sources import workers
+    path = tmp_path / "big.log"
+    _big_log(path, n=20000)
+    monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sources, "PIECE_BYTES", 64 * 1024)
+    asked: list[int] = []
+    original = workers.Worker.ask
+    monkeypatch.setattr(workers.Worker, "ask", lambda self, *args: asked.append(id(self)) or original(self, *args))
+    _read(path, kit.signatures.bulk_patterns)
+    assert len(asked) > 3 * sources.IN_FLIGHT
+    assert asked[::2] == [asked[0]] * len(asked[::2]) and asked[1::2] == [asked[1]] * len(asked[1::2])
+    assert asked[0] != asked[1]
+
+
 def test_stats_floods_are_merged_without_losing_peaks_or_counts(kit, tmp_path, monkeypatch):
     path = tmp_path / "stats.log"
     rnd = random.Random(3)

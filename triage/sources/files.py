@@ -411,7 +411,7 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
     assert reading.path is not None, "only a named plain file is split in parallel"
     size = reading.size or 0
     path = reading.path
-    ranges = iter([(start, min(start + PIECE_BYTES, size)) for start in range(0, size, PIECE_BYTES)])
+    ranges = enumerate([(start, min(start + PIECE_BYTES, size)) for start in range(0, size, PIECE_BYTES)])
     number = seen = set_aside = 0
     workers = _start_workers(path)
     pending: collections.deque[tuple[Worker | None, int, int, Split]] = collections.deque()
@@ -423,8 +423,9 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
         pending = collections.deque((None, start, end, asked) for _, start, end, asked in pending)
 
     def hand_out(count: int) -> None:
-        for start, end in itertools.islice(ranges, count):
-            worker = workers[len(pending) % len(workers)] if workers else None
+        # Piece i to worker i mod WORKERS: each holds its share of the pieces in flight, whichever came back.
+        for index, (start, end) in itertools.islice(ranges, count):
+            worker = workers[index % len(workers)] if workers else None
             if worker is not None:
                 try:
                     worker.ask(start, end, split)
