@@ -363,6 +363,24 @@ class StatsLineShape:
         return m.start("at"), m.end() - len(m[self.trailing]) if self.trailing else m.end()
 
     @functools.cached_property
+    def field_plan(self) -> tuple[tuple[str, Callable[[str], Any]], ...]:
+        """(field, converter as `fields_of` converts it) for each of the signature's fields (a stats shape has
+        none of many values)."""
+        plan = self.fields_of.keywords["plan"]       # type: ignore[attr-defined]  # a partial (_shape_fields)
+        assert not any(many for _, _, many in plan), "a stats shape's fields hold one value each"
+        return tuple((name, convert) for name, convert, _ in plan)
+
+    def fields_from(self, raws: Iterable[str | None]) -> dict[str, Any]:
+        """`fields_of` for a line whose field_plan groups captured `raws` (empty or None where one took no part):
+        a value that does not convert is left out, as `fields_of` leaves it out."""
+        out: dict[str, Any] = dict(self.signature.sets)
+        for (name, convert), raw in zip(self.field_plan, raws):
+            value = _converted(convert)[raw]
+            if value is not None:
+                out[name] = value
+        return out
+
+    @functools.cached_property
     def summed_plan(self) -> tuple[tuple[str, Callable[[str], Any], bool], ...]:
         """(field, converter as `fields_of` converts it, whether its peak is kept) for the fields a merge of
         stats lines keeps the peak or the sum of."""
@@ -424,10 +442,14 @@ _CONVERTED: dict[Callable[[str], Any], _Converted] = {}
 
 def convert_each(convert: Callable[[str], Any], raws: Sequence[str | None]) -> list[Any]:
     """`convert` of each captured value, None where there is none or it does not convert."""
+    return list(map(_converted(convert).__getitem__, raws))
+
+
+def _converted(convert: Callable[[str], Any]) -> _Converted:
     known = _CONVERTED.get(convert)
     if known is None:
         known = _CONVERTED[convert] = _Converted(convert)
-    return list(map(known.__getitem__, raws))
+    return known
 
 
 def _shape_fields(sig: Signature) -> Callable[[Any], dict[str, Any]]:

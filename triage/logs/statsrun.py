@@ -5,12 +5,14 @@ throughput: ...`) are what its events are mostly made of, and an event costs abo
 whatever is done to read the line. The parser already merges them once an attempt holds more than
 parse.STATS_CAP (peaks kept, counts summed: `merge_stats`). So once a file has given that many stats
 lines, each further run of up to FOLD_LINES lines of the same stats shape, from the same process,
-one after the other among the lines the parser receives, is read here with one match a line and
-becomes the one event `merge_stats` would make of them. Nothing else changes: a line this cannot
-prove it reads exactly as the parser would (another anchor in it, anything redaction could touch,
-a neighbour that could be its wrapped tail or a collector's partial line) goes the usual way.
-The lines are taken BATCH_LINES at a time and every test runs over the batch in C (map, compress, one
-anchor search of the batch's messages joined): per line, only the shape's match costs much.
+one after the other among the lines the parser receives, is read here and becomes the one event
+`merge_stats` would make of them. Nothing else changes: a line this cannot prove it reads exactly as
+the parser would (another anchor in it, anything redaction could touch, a neighbour that could be its
+wrapped tail or a collector's partial line) goes the usual way.
+The lines are taken BATCH_LINES at a time and every test runs over the batch in C (map, compress). A
+line is matched once per digit form (the line with its digits read as 0s; a stats log's lines take a
+few hundred forms): the shapes read every digit alike, so a form's other lines are cut by the slices of
+its first line's groups, and whether another anchor occurs is answered once per form too.
 tests/test_properties.py checks the folded event against merge_stats over the parser's own events.
 Pure functions over the lines; the pipeline decides when to fold: not inside a time window, whose edges
 fall between lines, nor with several logs, which are interleaved by their lines' times.
@@ -64,15 +66,23 @@ class _Template:
     differ only in their digits match alike, group for group: one match per form, then slicing."""
 
     shape: StatsLineShape
-    start: int
+    start: int                  # where the message starts
+    span: tuple[int, int]       # where the signature matched, as `match` says
+    level: str
     row: Callable[[str], _Row]
+    when: Callable[[str], tuple[str, str]]      # the date and the time
+    fields: Callable[[str], tuple[str, ...]]    # the groups of shape.field_plan
 
     @classmethod
     def of(cls, shape: StatsLineShape, m: Any) -> _Template:
-        groups = ("name", "pid", "file", *(field for field, _, _ in shape.summed_plan))
-        # A group that took no part spans (-1, -1), which slices out "" (every group read here is non-empty
-        # when it takes part).
-        return cls(shape, m.start("at"), operator.itemgetter(*(slice(*m.span(group)) for group in groups)))
+        def cut(*groups: str) -> Callable[[str], Any]:
+            # A group that took no part spans (-1, -1), which slices out "" (each group read here is non-empty
+            # when it takes part). Two groups or more: itemgetter then gives a tuple.
+            assert len(groups) > 1
+            return operator.itemgetter(*(slice(*m.span(group)) for group in groups))
+        return cls(shape, m.start("at"), shape.span(m), m["level"],
+                   cut("name", "pid", "file", *(field for field, _, _ in shape.summed_plan)), cut("date", "time"),
+                   cut(*(field for field, _ in shape.field_plan)))
 
 
 def fold_runs(lines: Iterable[_Item], signatures: SignatureSet, redactor: Redactor, name: str,
@@ -255,7 +265,8 @@ class _Folder:
                 if self.run is None:
                     self.run = _Run(shapes[first], processes[first])
                 take = min(stop - at, FOLD_LINES - len(self.run.numbers))
-                self.run.add(window[start + at:start + at + take], rows[start + at:start + at + take])
+                self.run.add(window[start + at:start + at + take], rows[start + at:start + at + take],
+                             templates[start + at:start + at + take])
                 at += take
                 if len(self.run.numbers) >= FOLD_LINES:
                     done += self._close()
@@ -270,8 +281,8 @@ class _Folder:
 
 
 class _Run:
-    """Stats lines being folded: their rows, until the run ends and `done` makes of them what `merge_stats`
-    would (the figures converted a field at a time over the run)."""
+    """Stats lines being folded: their rows and templates, until the run ends and `done` makes of them what
+    `merge_stats` would (the figures converted a field at a time over the run)."""
 
     def __init__(self, shape: StatsLineShape, process_key: tuple[str, ...]) -> None:
         self.shape = shape
@@ -281,20 +292,22 @@ class _Run:
         self.numbers: list[int] = []
         self.texts: list[str] = []
         self.rows: list[_Row] = []
+        self.templates: list[_Template] = []
 
     def takes(self, shape: StatsLineShape, process_key: tuple[str, ...]) -> bool:
         return shape is self.shape and process_key == self.process_key
 
-    def add(self, lines: Sequence[_Item], rows: Sequence[_Row]) -> None:
+    def add(self, lines: Sequence[_Item], rows: Sequence[_Row], templates: Sequence[_Template]) -> None:
         self.numbers += map(_NUMBER, lines)
         self.texts += map(_TEXT, lines)
         self.rows += rows
+        self.templates += templates
 
     def done(self, name: str) -> StatsRun:
         count = len(self.rows)
         shape = self.shape
-        m = self._match(count - 1)      # the last line's own fields, level and time, as the parser reads them
-        fields = shape.fields_of(m)
+        last, text = self.templates[-1], self.texts[-1]
+        fields = shape.fields_from(last.fields(text))     # the last line's own fields, as the parser reads them
         best = count - 1
         if count > 1:
             plan = shape.summed_plan
@@ -320,16 +333,11 @@ class _Run:
             if preempted:
                 fields["preemptions"] = sum(preempted)
             best -= kv[::-1].index(max(kv))      # merge_stats: the later line unless an earlier had more
-        source = SourceRef(name, self.numbers[best], self.texts[best],
-                           shape.span(m if best == count - 1 else self._match(best)))
-        event = LogEvent("stats", shape.signature.id, fields, self.process, m["level"], f"{m['date']} {m['time']}",
-                         source, 0, None)
+        source = SourceRef(name, self.numbers[best], self.texts[best], self.templates[best].span)
+        date, time = last.when(text)
+        event = LogEvent("stats", shape.signature.id, fields, self.process, last.level, f"{date} {time}", source, 0,
+                         None)
         return StatsRun(event, self.numbers[-1], count)
-
-    def _match(self, index: int) -> Any:
-        m = self.shape.line.match(self.texts[index])
-        assert m is not None, "a line of a form that matched matches"
-        return m
 
 
 def _put(target: Any, indexes: Iterable[int], values: Iterable[Any]) -> None:
