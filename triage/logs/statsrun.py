@@ -35,7 +35,7 @@ from .signatures import SignatureSet, StatsLineShape, answer_new_keys, convert_e
 
 FOLD_LINES = 32                 # lines per folded event: the timeline keeps 400 points, the facts sums and peaks
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
-BATCH_LINES = 512               # lines tested together: enough to spread the per-batch steps, few enough to stay in cache
+BATCH_LINES = 512               # lines tested together: spreads the per-batch steps, small enough for the cache
 MAX_FORMS = 4096                # digit forms kept per file (a stats log's lines take a few hundred)
 _Item = tuple[int, str]
 _Row = tuple[str, ...]          # a stats line's name, pid, file, then its summed fields; "" where a group took no part
