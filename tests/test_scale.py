@@ -115,8 +115,8 @@ def test_a_flood_of_one_kind_keeps_its_first_and_last(kit, monkeypatch):
 
 
 def test_a_log_with_little_to_set_aside_is_split_here_with_the_same_result(kit, tmp_path, monkeypatch):
-    """Stats lines only: after the first pieces the reader stops sending pieces to the workers
-    (every line would come back to be parsed) and splits the rest itself; the lines are the same."""
+    """Stats lines first: the first pieces show that every line would come back to be parsed, so no worker
+    is started and the reader splits the file itself; the lines are the same."""
     path = tmp_path / "stats.log"
     path.write_text("".join(STATS.format(m=i // 60 % 60, s=i % 60, r=i % 9, w=i % 3, kv=50.0) + "\n"
                             for i in range(9000))
@@ -128,6 +128,7 @@ def test_a_log_with_little_to_set_aside_is_split_here_with_the_same_result(kit, 
     here = []
     original = sources.split_range
     monkeypatch.setattr(sources, "split_range", lambda *args: here.append(1) or original(*args))
+    monkeypatch.setattr(sources, "_start_workers", lambda path: pytest.fail("a worker was started"))
     two = _read(path, keys)
     assert two == one and here
 
@@ -175,7 +176,10 @@ def test_workers_are_real_processes_and_end_with_the_reading(kit, tmp_path, monk
     monkeypatch.setattr(workers.Worker, "__init__", record)
     lines = iter(LineReader(open_log(str(path)), kit.signatures.bulk_patterns))
     first = [next(lines) for _ in range(3)]
-    assert first[0][0] == 1 and len(started) == sources.WORKERS
+    assert first[0][0] == 1 and not started          # the first lines are split here, before any worker starts
+    while not started:
+        next(lines)
+    assert len(started) == sources.WORKERS
     assert all(w._process.poll() is None for w in started)            # working beside this process
     lines.close()
     assert all(w._process.poll() is not None for w in started)        # gone with the reading

@@ -403,17 +403,19 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
     """Two worker processes split byte ranges of a large plain file while this one parses.
 
     At most IN_FLIGHT pieces are handed out ahead of the parser, so a log the parser reads slowly
-    (few bulk lines) cannot pile up finished pieces in memory. When the first pieces show that the
-    workers set aside less than half the lines (a log of stats lines), every line would come back to
-    be parsed here anyway: the workers are let go (their memory with them) and the rest of the file is
-    split in this process. A worker that fails is let go too, and its range split here.
+    (few bulk lines) cannot pile up finished pieces in memory. The file's first DECIDE_AFTER_LINES lines
+    are split here: when less than half of them are set aside (a log of stats lines), every line would
+    come back to be parsed here anyway, so no worker is started; otherwise the workers take the pieces
+    from then on, and are let go (their memory with them) should the share set aside fall below half. A
+    worker that fails is let go too, and its range split here.
     """
     assert reading.path is not None, "only a named plain file is split in parallel"
     size = reading.size or 0
     path = reading.path
     ranges = enumerate([(start, min(start + PIECE_BYTES, size)) for start in range(0, size, PIECE_BYTES)])
     number = seen = set_aside = 0
-    workers = _start_workers(path)
+    workers: list[Worker] = []           # started once the first lines show they pay
+    decided = False
     pending: collections.deque[tuple[Worker | None, int, int, Split]] = collections.deque()
 
     def let_go() -> None:
@@ -448,7 +450,11 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
             numbers, raws, count, tally = result
             seen, set_aside = seen + count, set_aside + sum(tally)
             _tally(reading, tally)
-            if workers and seen >= DECIDE_AFTER_LINES and 2 * set_aside < seen:
+            if not decided and seen >= DECIDE_AFTER_LINES:
+                decided = True
+                if 2 * set_aside >= seen:
+                    workers = _start_workers(path)
+            elif workers and 2 * set_aside < seen:
                 let_go()
             split = _judged(split, reading, seen)
             hand_out(1)
