@@ -412,8 +412,8 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
     assert reading.path is not None, "only a named plain file is split in parallel"
     size = reading.size or 0
     path = reading.path
-    ranges = enumerate([(start, min(start + PIECE_BYTES, size)) for start in range(0, size, PIECE_BYTES)])
-    number = seen = set_aside = 0
+    ranges = iter([(start, min(start + PIECE_BYTES, size)) for start in range(0, size, PIECE_BYTES)])
+    number = seen = set_aside = handed = 0
     workers: list[Worker] = []           # started once the first lines show they pay
     decided = False
     pending: collections.deque[tuple[Worker | None, int, int, Split]] = collections.deque()
@@ -424,16 +424,23 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
         workers = _let_go(workers)
         pending = collections.deque((None, start, end, asked) for _, start, end, asked in pending)
 
+    def ask(start: int, end: int, asked: Split) -> Worker | None:
+        """The worker given the range, or None (no workers, or it failed): split here when it comes due. The
+        workers take the pieces in turn, so each holds its share of the pieces in flight."""
+        nonlocal handed
+        if not workers:
+            return None
+        worker = workers[handed % len(workers)]
+        handed += 1
+        try:
+            worker.ask(start, end, asked)
+        except WorkerFailed:
+            return None
+        return worker
+
     def hand_out(count: int) -> None:
-        # Piece i to worker i mod WORKERS: each holds its share of the pieces in flight, whichever came back.
-        for index, (start, end) in itertools.islice(ranges, count):
-            worker = workers[index % len(workers)] if workers else None
-            if worker is not None:
-                try:
-                    worker.ask(start, end, split)
-                except WorkerFailed:
-                    worker = None
-            pending.append((worker, start, end, split))
+        for start, end in itertools.islice(ranges, count):
+            pending.append((ask(start, end, split), start, end, split))
 
     try:
         hand_out(IN_FLIGHT)
@@ -454,6 +461,8 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
                 decided = True
                 if 2 * set_aside >= seen:
                     workers = _start_workers(path)
+                    pending = collections.deque((ask(start, end, asked), start, end, asked)
+                                                for _, start, end, asked in pending)
             elif workers and 2 * set_aside < seen:
                 let_go()
             split = _judged(split, reading, seen)
