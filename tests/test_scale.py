@@ -69,7 +69,7 @@ def test_two_processes_read_what_one_reads(kit, tmp_path, monkeypatch):
 
 
 def test_the_workers_share_the_pieces(kit, tmp_path, monkeypatch):
-    """Piece i goes to worker i mod WORKERS, so each keeps working while the parser takes the pieces in order
+    """The workers take the pieces in turn, so each keeps working while the parser takes the pieces in order
     (handing a piece to whichever worker the count of pieces in flight named sent every piece after the first
     ones to one worker, and the other sat idle)."""
     from triage.sources import workers

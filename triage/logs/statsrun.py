@@ -39,6 +39,7 @@ BATCH_LINES = 512               # lines tested together: spreads the per-batch s
 MAX_FORMS = 4096                # digit forms kept per file (a stats log's lines take a few hundred)
 _Item = tuple[int, str]
 _Row = tuple[str, ...]          # a stats line's name, pid, file, then its summed fields; "" where a group took no part
+_ROW_PREFIX = 3                 # the name, pid and file that lead a row
 _NUMBER = operator.itemgetter(0)
 _TEXT = operator.itemgetter(1)
 _NAME_FILE = operator.itemgetter(0, 2)
@@ -311,7 +312,7 @@ class _Run:
         best = count - 1
         if count > 1:
             plan = shape.summed_plan
-            columns = itertools.islice(zip(*self.rows), 3, None)
+            columns = itertools.islice(zip(*self.rows), _ROW_PREFIX, None)
             values = {key: convert_each(convert, column) for (key, convert, _), column in zip(plan, columns)}
             for key, _, peak in plan:
                 if peak:
