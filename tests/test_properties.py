@@ -443,6 +443,26 @@ def test_quiet_lines_set_aside_give_what_parsing_them_gives(text):
         path.unlink()
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(quiet_or_not(), st.sampled_from(QUIET_LIKE).map(lambda line: line + ' "GET / HTTP/1.1" 200'),
+                          st.sampled_from(QUIET_LIKE).map(lambda line: line + " [3 of 4]")), max_size=20),
+       st.randoms(use_true_random=False))
+def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
+    """The quiet-line search asks once per digit form (sources/scan.py): its answers are each line's own, for
+    lines that differ only in their digits, and where a stop holds digits (` HTTP/1.1" `, `[3`)."""
+    import functools
+
+    from triage.sources import scan
+    quiet = KIT.signatures.quiet
+    assume(quiet is not None)
+    raw = []
+    for line in lines:           # each line as drawn, then with its digits replaced at random: the same form
+        drawn = line.encode("utf-8", "replace").replace(b"\n", b" ")
+        raw += [drawn, bytes(rnd.choice(b"0123456789") if byte in b"0123456789" else byte for byte in drawn)]
+    alone = functools.partial(scan._verdict, quiet.head.match, scan._automaton(quiet.stops).find_matches_as_indexes)
+    assert quiet._verdicts(raw) == list(map(alone, raw))
+
+
 def test_the_usual_debug_lines_are_set_aside_and_the_rest_parsed(tmp_path):
     """On a DEBUG log the quiet lines are what the reader sets aside; a stats line, a WARNING, the lines next
     to a wrapped tail or a WARNING and the block's first and last lines are parsed."""

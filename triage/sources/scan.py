@@ -16,7 +16,7 @@ import itertools
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 try:
     import ahocorasick_rs
@@ -93,14 +93,9 @@ class QuietLines:
 
     def mask(self, lines: Sequence[bytes], indexes: Sequence[int], rest: Sequence[bytes]) -> list[bool]:
         """Whether each line of `rest` (the lines of `lines` at `indexes` that no bulk pattern claimed) is
-        quiet. Every step runs its loop over the lines in C (map, compress), but the last."""
-        heads = list(map(self.head.match, rest))
-        prefixed = list(map(bool, heads))
-        candidates = list(map(operator.and_, prefixed, map(QUIET_MAX_BYTES.__ge__, map(len, rest))))
-        tails = map(operator.getitem, itertools.compress(rest, candidates),
-                    map(slice, map(operator.methodcaller("end"), itertools.compress(heads, candidates)),
-                        itertools.repeat(None)))
-        clean = iter(list(map(operator.not_, map(_automaton(self.stops).find_matches_as_indexes, tails))))
+        quiet. Every step runs its loop over the lines in C (map, compress)."""
+        verdicts = self._verdicts(rest)
+        prefixed = list(map(_FIRST, verdicts))
         # A neighbour must be a bulk line (set aside either way) or have the prefix: not empty (the reader
         # drops it, so what follows could be a split line's end), not a line without it (a wrapped tail).
         plain = bytearray(map(bool, lines))
@@ -113,7 +108,54 @@ class QuietLines:
         received_before = [False, *prefixed[:-1]]
         neighbours = map(operator.and_, map(operator.and_, map(padded.__getitem__, indexes),
                                             map(padded.__getitem__, map((2).__add__, indexes))), received_before)
-        return [next(clean) and bool(both) if candidate else False for candidate, both in zip(candidates, neighbours)]
+        return list(map(operator.and_, map(_SECOND, verdicts), map(bool, neighbours)))
+
+    def _verdicts(self, rest: Sequence[bytes]) -> list[tuple[bool, bool]]:
+        """(has the prefix, is quiet but for its neighbours) of each line, asked once per digit form (the line
+        with its digits read as 0s). The prefix's pattern reads every digit alike, and so does the search for
+        the stops but for those holding digits whose other forms are not stops too (` HTTP/1.1" `): where one
+        of those occurs, each line is asked on its own. DEBUG lines repeat a few forms: three in four lines
+        are answered by a lookup (tests/test_properties.py compares this with asking each line)."""
+        if not rest:
+            return []
+        verdict = functools.partial(_verdict, self.head.match, _automaton(self.stops).find_matches_as_indexes)
+        joined = b"\n".join(rest)
+        if any(stop in joined for stop in _digit_stops(self.stops)):
+            return list(map(verdict, rest))
+        forms = joined.translate(_DIGITS_AS_ZERO).split(b"\n")
+        answers = {form: verdict(line) for form, line in dict(zip(forms, rest)).items()}
+        return list(map(answers.__getitem__, forms))
+
+
+def _verdict(head: Callable[[bytes], Any], stops_in: Callable[[bytes], list[Any]], line: bytes) -> tuple[bool, bool]:
+    """(has the prefix, is quiet but for its neighbours) of one line."""
+    m = head(line)
+    if m is None:
+        return False, False
+    return True, len(line) <= QUIET_MAX_BYTES and not stops_in(line[m.end():])
+
+
+_FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
+_DIGITS = b"0123456789"
+_DIGITS_AS_ZERO = bytes.maketrans(_DIGITS, b"0" * 10)
+
+
+@functools.lru_cache(maxsize=4)
+def _digit_stops(stops: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """The stops whose occurrence a line's digit form does not decide: those holding a digit but not with every
+    other digit in its place (the ten `[0` to `[9` are stops alike; ` HTTP/1.1" ` is one of its form)."""
+    known = set(stops)
+
+    def variants(stop: bytes) -> Iterator[bytes]:
+        places = [i for i, byte in enumerate(stop) if byte in _DIGITS]
+        for digits in itertools.product(_DIGITS, repeat=len(places)):
+            out = bytearray(stop)
+            for place, digit in zip(places, digits):
+                out[place] = digit
+            yield bytes(out)
+    return tuple(stop for stop in stops
+                 if any(byte in _DIGITS for byte in stop) and not all(variant in known for variant in variants(stop)))
 
 
 def quiet_lines_possible() -> bool:
