@@ -119,10 +119,9 @@ class QuietLines:
         if not rest:
             return []
         verdict = functools.partial(_verdict, self.head.match, _automaton(self.stops).find_matches_as_indexes)
-        joined = b"\n".join(rest)
-        if any(stop in joined for stop in _digit_stops(self.stops)):
+        if any(map(b"\n".join(rest).__contains__, _digit_stops(self.stops))):
             return list(map(verdict, rest))
-        forms = joined.translate(_DIGITS_AS_ZERO).split(b"\n")
+        forms = list(map(bytes.translate, rest, itertools.repeat(_DIGITS_AS_ZERO)))
         answers = {form: verdict(line) for form, line in dict(zip(forms, rest)).items()}
         return list(map(answers.__getitem__, forms))
 
