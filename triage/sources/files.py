@@ -249,7 +249,7 @@ def _looks_binary(sample: bytes) -> bool:
 BLOCK_BYTES = 4 << 20
 COMPRESSED_READ_BYTES = 64 << 10
 FEED_BYTES = 4 << 10              # compressed bytes given to the decoder at a time
-PIECE_BYTES = 2 << 20             # one worker's share of a large file at a time
+PIECE_BYTES = 1 << 20             # one worker's share of a large file at a time
 WORKERS = 2
 IN_FLIGHT = 2 * WORKERS           # pieces handed out ahead of the parser
 PARALLEL_MIN_BYTES = 64 << 20     # below this, a second process costs more than it saves
