@@ -93,7 +93,8 @@ class QuietLines:
 
     def mask(self, lines: Sequence[bytes], indexes: Sequence[int], rest: Sequence[bytes]) -> list[bool]:
         """Whether each line of `rest` (the lines of `lines` at `indexes` that no bulk pattern claimed) is
-        quiet. Every step runs its loop over the lines in C (map, compress)."""
+        quiet. Every step runs its loop over the lines in C (map, compress); the test itself runs once per digit
+        form."""
         verdicts = self._verdicts(rest)
         prefixed = list(map(_FIRST, verdicts))
         # A neighbour must be a bulk line (set aside either way) or have the prefix: not empty (the reader
