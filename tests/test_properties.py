@@ -595,17 +595,24 @@ def test_a_long_run_of_stats_lines_is_folded(tmp_path):
     assert sum(e.fields.get("intervals", 1) for e in events) == total
 
 
-def test_a_stats_line_holding_another_signatures_anchor_is_parsed_as_usual(tmp_path):
-    """A signature of the user's own may be anchored inside a stats message: such lines are not folded, so that
-    signature still sees every one of them."""
+def _bundled_and_own_signatures(tmp_path, own_toml: str):
+    """The bundled signatures with one file of the user's own beside them."""
     import shutil
-    from unittest import mock
 
-    from triage.logs import parse as logparse
     from triage.logs.signatures import load_signatures
     folder = tmp_path / "signatures"
     shutil.copytree(RULES_DIR / "signatures", folder)
-    (folder / "own.toml").write_text('''
+    (folder / "own.toml").write_text(own_toml, encoding="utf-8")
+    return load_signatures(folder)
+
+
+def test_a_stats_line_holding_another_signatures_anchor_is_parsed_as_usual(tmp_path):
+    """A signature of the user's own may be anchored inside a stats message: such lines are not folded, so that
+    signature still sees every one of them."""
+    from unittest import mock
+
+    from triage.logs import parse as logparse
+    signatures = _bundled_and_own_signatures(tmp_path, '''
 [[signature]]
 id = "queue_seen"
 kind = "serving_progress"
@@ -613,8 +620,7 @@ anchor = "Waiting: "
 regex = 'Waiting: (?P<waiting>\\d+) reqs'
 fields = { waiting = "int" }
 samples = ["Running: 3 reqs, Waiting: 0 reqs"]
-''', encoding="utf-8")
-    signatures = load_signatures(folder)
+''')
     lines = [(n, _STATS_LINE) for n in range(1, 9)]
     with mock.patch.object(logparse, "STATS_CAP", 2):
         folded = list(LogParse("t.log", lines, signatures, Redactor()))
@@ -626,22 +632,17 @@ samples = ["Running: 3 reqs, Waiting: 0 reqs"]
 def test_an_anchor_with_digits_inside_stats_messages_is_looked_for_in_each_line(tmp_path):
     """Lines of one digit form share every answer but one: whether an anchor holding digits occurs. A signature
     of the user's own anchored on `Running: 3 reqs` still sees every line that says it, and only those."""
-    import shutil
     from unittest import mock
 
     from triage.logs import parse as logparse
-    from triage.logs.signatures import load_signatures
-    folder = tmp_path / "signatures"
-    shutil.copytree(RULES_DIR / "signatures", folder)
-    (folder / "own.toml").write_text('''
+    signatures = _bundled_and_own_signatures(tmp_path, '''
 [[signature]]
 id = "three_running"
 kind = "serving_progress"
 anchor = "Running: 3 reqs"
 regex = 'Running: 3 reqs'
 samples = ["Running: 3 reqs, Waiting: 0 reqs"]
-''', encoding="utf-8")
-    signatures = load_signatures(folder)
+''')
     lines = [(n, _STATS_LINE.replace("Running: 3", f"Running: {3 + n % 2}")) for n in range(1, 13)]
     for batch in (1, 4, 128):
         with mock.patch.object(logparse, "STATS_CAP", 2), mock.patch("triage.logs.statsrun.BATCH_LINES", batch):

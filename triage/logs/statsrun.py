@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..model import LogEvent, SourceRef
 from ..redact import Redactor
+from ..sources.scan import DIGITS_AS_ZERO
 from ..vocabulary import KV_SATURATED
 from .envelope import process_label
 from .signatures import SignatureSet, StatsLineShape, answer_new_keys, convert_each
@@ -48,7 +49,6 @@ _START = operator.attrgetter("start")
 _SHAPE = operator.attrgetter("shape")
 _ROW = operator.attrgetter("row")
 _FOLDED = re.compile(b"\x01+")
-_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +166,7 @@ class _Folder:
             return [None] * n, None
         held = texts if all(holding) else list(itertools.compress(texts, holding))
         joined = "\n".join(held)
-        forms = joined.encode().translate(_DIGITS_AS_ZERO).split(b"\n") if joined.isascii() else []
+        forms = joined.encode().translate(DIGITS_AS_ZERO).split(b"\n") if joined.isascii() else []
         if len(forms) != len(held):                 # not all ASCII: matched line by line
             return self._scattered(holding, list(map(self._template_of, held))), None
         if len(self.templates) > MAX_FORMS:

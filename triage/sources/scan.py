@@ -122,7 +122,7 @@ class QuietLines:
         verdict = functools.partial(_verdict, self.head.match, _automaton(self.stops).find_matches_as_indexes)
         if any(map(b"\n".join(rest).__contains__, _digit_stops(self.stops))):
             return list(map(verdict, rest))
-        forms = list(map(bytes.translate, rest, itertools.repeat(_DIGITS_AS_ZERO)))
+        forms = list(map(bytes.translate, rest, itertools.repeat(DIGITS_AS_ZERO)))
         answers = {form: verdict(line) for form, line in dict(zip(forms, rest)).items()}
         return list(map(answers.__getitem__, forms))
 
@@ -138,7 +138,7 @@ def _verdict(head: Callable[[bytes], Any], stops_in: Callable[[bytes], list[Any]
 _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
 _DIGITS = b"0123456789"
-_DIGITS_AS_ZERO = bytes.maketrans(_DIGITS, b"0" * 10)
+DIGITS_AS_ZERO = bytes.maketrans(_DIGITS, b"0" * 10)      # a line's digit form: `line.translate(DIGITS_AS_ZERO)`
 
 
 @functools.lru_cache(maxsize=4)
