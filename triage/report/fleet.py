@@ -56,13 +56,18 @@ def split_units(samples: Sequence[MetricSample]) -> tuple[list[Unit], list[str]]
     instances = sorted({k[0] for k in keys})
     members: dict[tuple, list[MetricSample]] = {k: [] for k in keys}
     unmatched: set[str] = set()
+    # Which units a sample joins depends only on its instance, model and engine: each such triple is
+    # matched against the units once (a server with 140 engines has 70k samples but a few hundred triples).
+    units_of: dict[tuple[str, str | None, str | None], list[tuple]] = {}
     for s in samples:
         where = _instance_of(s)
         if where not in instances and not s.name.startswith("vllm:") and len(instances) == 1:
             where = instances[0]       # one server: its GPU's exporter needs no pod label to match
-        matched = [k for k in keys if k[0] == where
-                   and (not s.labels.get("model_name") or s.labels["model_name"] == k[1])
-                   and (not s.labels.get("engine") or s.labels["engine"] == k[2])]
+        model, engine = s.labels.get("model_name") or None, s.labels.get("engine") or None
+        matched = units_of.get((where, model, engine))
+        if matched is None:
+            matched = units_of[(where, model, engine)] = [
+                k for k in keys if k[0] == where and (not model or model == k[1]) and (not engine or engine == k[2])]
         for k in matched:
             members[k].append(s)
         if not matched and keys:
