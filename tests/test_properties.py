@@ -14,7 +14,7 @@ from triage.cli import load_toolkit
 from triage.errors import InputError
 from triage.logs.envelope import records
 from triage.logs.parse import LogParse
-from triage.metrics.parse import parse_exposition
+from triage.metrics.parse import MAX_SERIES, parse_exposition, parse_plain_lines, parse_with_client
 from triage.pipeline import Incident, build_report
 from triage.redact import Redactor
 from triage.render.json import report_dict
@@ -129,6 +129,91 @@ def test_metrics_parser_parses_or_names_the_line(lines):
         assert str(err).startswith("m.prom:") and "\n" not in str(err)
         return
     assert all(0 <= s.source.line <= len(lines) for s in samples)
+
+
+FAMILY_NAMES = ["vllm:num_preemptions", "vllm:num_preemptions_total", "vllm:e2e_request_latency_seconds",
+                "process_start_time_seconds", "x"]
+SAMPLE_SUFFIXES = ["", "_total", "_bucket", "_count", "_sum", "_created"]
+LABEL_PAIRS = ['engine="0"', 'le="+Inf"', 'le="0.5"', 'model_name="Qwen/Qwen3-8B"', 'a=""', '_x="b,c}"',
+               'engine="0"', 'v="ü 1"']
+VALUES = ["0", "12", "3.5", "1e3", "-0.0", "007", "12345678901234567890"]
+ODD_VALUES = ["NaN", "+Inf", "-Inf", "1e999", "1_0", "0x1", ""]
+
+
+@st.composite
+def exposition_line(draw, name: str) -> str:
+    """A line a client library writes for family `name`, or now and then one of its near misses (a tab, a
+    doubled space, a type prometheus-client does not know, an escape, an exemplar, a repeated label, ...)."""
+    kind = draw(st.integers(0, 99))
+    if kind <= 19:
+        return f"# TYPE {name} {draw(st.sampled_from(['counter', 'counter', 'gauge', 'histogram', 'untyped']))}"
+    if kind == 20:
+        return draw(st.sampled_from([f"# TYPE {name} info", f"# TYPE {name} coun", f"# TYPE {name}",
+                                     f"# TYPE {name} counter x", f"# TYPE  {name} gauge", f"# TYPE {name} summary"]))
+    if kind <= 25:
+        return draw(st.sampled_from([f"# HELP {name} what it counts", f"# HELP {name}", "#", "# a comment", ""]))
+    if kind == 26:
+        return draw(st.sampled_from(['# "quoted"', "#HELP x", "# HELP\tx y", "# TYPE\tx counter"]))
+    if kind == 27:
+        return draw(st.text(max_size=40))
+    odd = kind == 28
+    sample = name + draw(st.sampled_from(SAMPLE_SUFFIXES[:1] * 3 + SAMPLE_SUFFIXES))
+    label_pool = LABEL_PAIRS + (['e="a\\"b"', 'e="\\n"', '__name__="x"', 'engine="1"'] if odd else [])
+    pairs = draw(st.lists(st.sampled_from(label_pool), max_size=3, unique=not odd))
+    labels = "{" + ",".join(pairs) + "}" if pairs or (odd and draw(st.booleans())) else ""
+    separator = draw(st.sampled_from(["  ", "\t", ""])) if odd else " "
+    line = sample + labels + separator + draw(st.sampled_from(ODD_VALUES if odd else VALUES))
+    if draw(st.booleans()):
+        line += draw(st.sampled_from([" -5", " 1 2", ' # {a="b"} 1'] if odd else [" 1700000000000", " 17e11"]))
+    return draw(st.sampled_from(["", "", " ", "\t"])) + line
+
+
+@st.composite
+def exposition(draw) -> list[str]:
+    """Families of a few lines each, as an exposition groups them, with strays between."""
+    lines: list[str] = []
+    for name in draw(st.lists(st.sampled_from(FAMILY_NAMES), max_size=6)):
+        lines.extend(draw(st.lists(exposition_line(name), max_size=5)))
+    return lines
+
+
+def _as_read(samples):
+    return [(s.name, dict(s.labels), s.value, s.time, s.source) for s in samples]
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(exposition())
+@example(["# HELP x", "x 1", "# TYPE x counter"])              # a type after the family's samples renames them
+@example(["# TYPE y counter", "# HELP\tx y", "y 1"])             # a HELP line with a tab starts a family too
+@example(["# TYPE x counter", "y 1", "x 2"])                    # a stray sample ends the family
+@example(["# TYPE x histogram", "x_bucket 1", "# TYPE x counter"])  # ... and a histogram's buckets are its own
+def test_plain_lines_are_read_as_prometheus_client_reads_them(lines):
+    """The regex path gives the samples prometheus-client gives, or leaves the exposition to it."""
+    numbered = [line + "\n" for line in lines]
+    plain = parse_plain_lines(numbered, "m.prom", 0, 5.0, {})
+    try:
+        client = parse_with_client(numbered, "m.prom", 0, 5.0, {})
+    except InputError:
+        assert plain is None
+        return
+    if plain is not None:
+        assert _as_read(plain) == _as_read(client)
+
+
+def test_the_plain_path_reads_what_client_libraries_write():
+    """vLLM's and dcgm-exporter's own lines never need prometheus-client's parser, counters without
+    `_total` and timestamps included; a tab, an escape or too many samples hand the text to it."""
+    text = ["# HELP vllm:num_preemptions Preemptions.", "# TYPE vllm:num_preemptions counter",
+            'vllm:num_preemptions{engine="0",model_name="m"} 4', "# TYPE vllm:e2e histogram",
+            'vllm:e2e_bucket{le="+Inf"} 7.0 1700000000000', "vllm:e2e_count 7.0", 'DCGM_FI_DEV_FB_USED{gpu="0"} 70000']
+    plain = parse_plain_lines([line + "\n" for line in text], "m.prom", 0, None, {})
+    assert plain is not None
+    assert [(s.name, s.value, s.time, s.source.line) for s in plain] == [
+        ("vllm:num_preemptions_total", 4.0, None, 3), ("vllm:e2e_bucket", 7.0, 1700000000.0, 5),
+        ("vllm:e2e_count", 7.0, None, 6), ("DCGM_FI_DEV_FB_USED", 70000.0, None, 7)]
+    for other in ["vllm:e2e_count\t7", 'vllm:e2e_count{e="a\\"b"} 7', "vllm:e2e_count 7 # {a=\"b\"} 1"]:
+        assert parse_plain_lines([other + "\n"], "m.prom", 0, None, {}) is None
+    assert parse_plain_lines([f"x {i}\n" for i in range(MAX_SERIES + 1)], "m.prom", 0, None, {}) is None
 
 
 def test_fuzz_target_runs_on_the_fixture_corpus():
