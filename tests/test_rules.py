@@ -45,9 +45,9 @@ def test_the_code_tables_keyed_by_verdict_name_only_verdicts():
     """Tables in code that treat some verdicts apart use the words of triage/vocabulary.py, so a
     renamed verdict cannot leave one behind; the decision card has a sentence for every verdict."""
     from triage.alerts import CATCHES
-    from triage.capacity.registry import MEMORY_VERDICTS
     from triage.render.decision import _DECIDERS
     from triage.render.text import _VERDICT_COLOUR
+    from triage.vocabulary import MEMORY_VERDICTS
     assert set(CATCHES) | MEMORY_VERDICTS | set(_VERDICT_COLOUR) <= set(VERDICTS)
     assert set(_DECIDERS) | {"weights_dont_fit"} == set(VERDICTS)    # weights: from the report's estimate
 

@@ -126,8 +126,9 @@ def test_a_log_with_little_to_set_aside_is_split_here_with_the_same_result(kit, 
     monkeypatch.setattr(sources, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(sources, "PIECE_BYTES", 8192)
     here = []
-    original = sources.split_range
-    monkeypatch.setattr(sources, "split_range", lambda *args: here.append(1) or original(*args))
+    from triage.sources import workers
+    original = workers.split_range
+    monkeypatch.setattr(workers, "split_range", lambda *args: here.append(1) or original(*args))
     monkeypatch.setattr(sources, "_start_workers", lambda path: pytest.fail("a worker was started"))
     two = _read(path, keys)
     assert two == one and here

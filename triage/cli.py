@@ -12,7 +12,6 @@ import math
 import os
 import stat
 import sys
-import tempfile
 import time
 from datetime import date
 from pathlib import Path
@@ -110,6 +109,7 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
         directory = target.parent
         if not directory.is_dir():
             raise InputError(path, f"directory {directory} does not exist", "create it first")
+        import tempfile  # only when a report is written to a file
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise _write_error(path, exc) from None
@@ -162,6 +162,7 @@ def check_output(path: str | None) -> None:
     if not directory.is_dir():
         raise click.UsageError(f"-o {path}: directory {directory} does not exist; create it first")
     try:     # the one sure test, for root and read-only file systems alike: make a file there
+        import tempfile
         fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
         os.close(fd)
         os.unlink(probe)
@@ -430,8 +431,10 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
     metrics = _read_metrics(ctx, metric_options)
     since, until = metric_options["since"], metric_options["until"]
-    from .logs.timewindow import utc_now
-    window = (since, until, utc_now()) if (since or until) and not metric_options["prometheus_url"] else None
+    window = None
+    if (since or until) and not metric_options["prometheus_url"]:
+        from .logs.timewindow import utc_now
+        window = (since, until, utc_now())
     incident = Incident(logs=tuple(inputs), metrics=metrics, gpu=snapshot, window=window, given=given,
                         redact=not no_redact, redact_prompts=redact_prompts,
                         warnings=expiry_warnings(config) if config.expired else ())

@@ -21,10 +21,6 @@ from .decide.ruleset import RuleSet
 from .facts import FACTS
 from .logs.parse import Attempt, LogParse, merge_events, split_attempts, startup_context
 from .logs.signatures import SignatureSet
-from .logs.timewindow import apply_window
-from .metrics.facts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING, extract_metric_facts, merge_facts
-from .metrics.parse import MetricSample
-from .metrics.series import per_scrape
 from .model import (
     AttemptSummary,
     CoverageGroup,
@@ -46,11 +42,13 @@ from .report.command import headline_command
 from .report.fleet import Unit, instance_views, key_figures, split_units, unit_name, worst
 from .report.runbooks import runbook_link
 from .sources.files import LineReader, LogInput
+from .vocabulary import MEMORY_VERDICTS
 
 if TYPE_CHECKING:
     from .capacity.registry import Given
     from .gpu.probe import GpuSnapshot
     from .metrics.inputs import MetricsRead
+    from .metrics.parse import MetricSample
 
 SCHEMA_VERSION = 1
 
@@ -83,6 +81,7 @@ def facts_for(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_
     if vllm_lines is not None:
         facts["vllm_lines"] = Fact("vllm_lines", vllm_lines, FACTS["vllm_lines"].unit)
     if metric_facts:
+        from .metrics.facts import merge_facts  # the metrics stages, only with metrics (as below)
         facts = merge_facts(facts, metric_facts)
     if gpu_facts:
         facts = {**gpu_facts, **facts}
@@ -104,9 +103,11 @@ def prescribe(diagnosis: Diagnosis, kit: Toolkit, given: Given | None = None) ->
     user gave, in the order on-call reads them; unchanged when no rule chose the verdict."""
     if not diagnosis.rule_path:
         return diagnosis
+    names = kit.rules.nodes[diagnosis.rule_path[-1]].fixes
+    if not names and diagnosis.verdict not in MEMORY_VERDICTS:     # nothing to size: no capacity model to load
+        return dataclasses.replace(diagnosis, fixes=())
     from .capacity import NOTHING_GIVEN  # the capacity model, only once a fix is computed
     from .capacity import prescribe as sized_fixes
-    names = kit.rules.nodes[diagnosis.rule_path[-1]].fixes
     fixes = sized_fixes(names, diagnosis.facts, diagnosis.verdict, given or NOTHING_GIVEN)
     return dataclasses.replace(diagnosis, fixes=fixes)
 
@@ -250,6 +251,7 @@ def read(incident: Incident, kit: Toolkit, redactor: Redactor,
     streams: Sequence[Iterable[LogEvent]] = readings
     kept_window: TimeWindow | None = None
     if incident.window is not None:
+        from .logs.timewindow import apply_window
         since, until, now = incident.window
         named = [(r.name, list(r)) for r in readings]
         cut, samples, kept_window, window_warnings = apply_window(named, samples, since, until, now)
@@ -310,6 +312,7 @@ def diagnose_runs(evidence: Evidence, incident: Incident, kit: Toolkit, gpu_fact
     if not (samples or metric_inputs or (metrics and metrics.origin is not None)):
         return Runs((_Run(history.last, diagnose_attempt(history.last, kit, history.settings, vllm_lines,
                                                          gpu_facts=gpu_facts, given=given), None, True),), False)
+    from .metrics.facts import extract_metric_facts
     runs: list[_Run] = []
     units, unit_warnings = split_units(samples)
     warnings = list(unit_warnings)
@@ -439,6 +442,10 @@ def _clock(seconds: float | None) -> str | None:
 
 def metric_timeline(samples: Sequence[MetricSample]) -> tuple[TimelinePoint, ...]:
     """Scrapes as chart points (only when there are several), like stats lines are for a log."""
+    if not samples:
+        return ()
+    from .metrics.facts import KV_USAGE, PREEMPTIONS, RUNNING, WAITING
+    from .metrics.series import per_scrape
     def level(names: Sequence[str], combine: str = "sum") -> dict[int, tuple]:
         chosen = next(([s for s in samples if s.name == n] for n in names if any(s.name == n for s in samples)), [])
         return {scrape: (t, v, ref) for scrape, t, v, ref in per_scrape(chosen, combine)}

@@ -22,6 +22,8 @@ VERDICTS: tuple[str, ...] = (
     "inconclusive",
 )
 UNDECIDED = "inconclusive"      # what is left when nothing decides: never "ruled out"
+# The memory classes: where the evidence names another process on the GPU, freeing it is their first fix.
+MEMORY_VERDICTS = frozenset({"weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown"})
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
 # How bad a verdict is, mildest first (set per verdict in rules/classes/*.toml); --fail-on gates on it.
 SEVERITIES: tuple[str, ...] = ("ok", "info", "warning", "critical")
@@ -78,6 +80,16 @@ MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "fre
 GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died"})
 # Failures of one request the server refuses and goes on from (a prompt longer than max_model_len).
 REQUEST_FAILURES = frozenset({"request_rejected"})
+
+# The fixes a rule may name (`fixes = [...]`); triage/capacity/__init__.py's FIXES holds a solver for each.
+# Rules are checked against these names without loading the capacity model (a healthy log needs none).
+FIX_NAMES: frozenset[str] = frozenset({
+    "max_model_len_that_fits", "utilization_for_max_model_len", "kv_cache_dtype_fp8", "tensor_parallel_for_kv",
+    "max_num_seqs_for_kv", "more_kv_for_preemption", "tensor_parallel_for_weights", "smaller_weights",
+    "cpu_offload", "utilization_within_free_memory", "free_other_processes", "utilization_headroom",
+    "enforce_eager", "not_memory_advice", "cpu_kv_space_within_free", "cpu_utilization_within_free",
+    "cpu_kv_space_for_max_model_len", "cpu_kv_space_for_load",
+})
 
 # The facts whose values are words of this vocabulary: a rule comparing them to anything else is a typo.
 FACT_VALUES: Mapping[str, frozenset[str]] = {

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Mapping, Sequence
 
 from ..model import Fix
+from ..vocabulary import MEMORY_VERDICTS
 from .cpu_fixes import (
     cpu_kv_space_for_load,
     cpu_kv_space_for_max_model_len,
@@ -37,7 +38,7 @@ from .memory_fixes import (
     utilization_headroom,
     utilization_within_free_memory,
 )
-from .registry import MEMORY_VERDICTS, NOTHING_GIVEN, Facts, FixSolver, Given, names_another_process
+from .registry import NOTHING_GIVEN, Facts, FixSolver, Given, names_another_process
 
 FIXES: Mapping[str, FixSolver] = {
     # kv_cache_too_small, preemption_slowdown

@@ -168,7 +168,6 @@ def weights_needed(facts: Facts, given: Given = NOTHING_GIVEN) -> WeightsNeeded:
 
 # --- what puts a fix first (capacity.arrange_fixes) -------------------------------------------------
 
-MEMORY_VERDICTS = frozenset({"weights_dont_fit", "kv_cache_too_small", "external_pressure", "preemption_slowdown"})
 OTHER_PROCESS_NOTABLE_GIB = 0.5
 
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 from .. import tomlread
 from ..errors import RuleError
 from ..facts import FACTS
-from ..vocabulary import CONFIDENCES, FACT_VALUES, SEVERITIES, VERDICTS
+from ..vocabulary import CONFIDENCES, FACT_VALUES, FIX_NAMES, SEVERITIES, VERDICTS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")
 _NODE_KEYS = {"id", "parent", "order", "title", "when", "verdict", "confidence", "summary", "why", "settle", "fixes",
@@ -314,9 +314,8 @@ def _load_classes(directory: Path) -> dict[str, VerdictClass]:
 
 def load_rules(directory: Path | None = None, fix_names: Iterable[str] | None = None) -> RuleSet:
     """Load every node, check the tree (parents exist, no cycles) and the verdict classes."""
-    from ..capacity import FIXES  # the solvers the rules may name
     directory = Path(directory or default_rules_dir())
-    names = set(fix_names if fix_names is not None else FIXES)
+    names = set(fix_names if fix_names is not None else FIX_NAMES)
     files = sorted(directory.glob("*.toml"))
     if not files:
         raise RuleError(str(directory), "(directory)", "no rule files (*.toml) found",

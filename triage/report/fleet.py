@@ -10,11 +10,13 @@ V0 has no engine, dcgm-exporter has neither) belongs to every unit of its instan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from ..metrics.parse import MetricSample
 from ..model import Diagnosis, InstanceView, SourceRef
 from ..vocabulary import PROBLEM_SEVERITY, SEVERITIES, VERDICTS
+
+if TYPE_CHECKING:
+    from ..metrics.parse import MetricSample
 
 INSTANCE_LABELS = ("pod", "instance")
 GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's own pod label is renamed on scrape

@@ -19,12 +19,14 @@ import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from ..vocabulary import MAX_METRICS_BYTES
-from .scan import BulkPattern, QuietLines
-from .workers import Split, Worker, WorkerFailed, split_range
+from .scan import BulkPattern, QuietLines, Split
+
+if TYPE_CHECKING:
+    from .workers import Worker
 
 MAX_LINE_BYTES = 1 << 20          # a longer physical line is cut here; the rest is skipped
 MAX_LINES = 100_000_000           # lines read per input (a 1 GiB vLLM log has about 3 million)
@@ -409,6 +411,7 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
     from then on, and are let go (their memory with them) should the share set aside fall below half. A
     worker that fails is let go too, and its range split here.
     """
+    from .workers import WorkerFailed, split_range  # only a large file starts workers (subprocess, pickle)
     assert reading.path is not None, "only a named plain file is split in parallel"
     size = reading.size or 0
     path = reading.path
@@ -483,6 +486,7 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
 def _start_workers(path: str) -> list[Worker]:
     """WORKERS processes, or none where they cannot start (no interpreter to run): the file is then
     split in this process."""
+    from .workers import Worker, WorkerFailed
     started: list[Worker] = []
     try:
         for _ in range(WORKERS):

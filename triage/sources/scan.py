@@ -212,3 +212,17 @@ def split_block(block: bytes, patterns: Sequence[BulkPattern], first_line: int,
         rest = list(itertools.compress(rest, keep))
         counts.append(n - len(rest))
     return SplitBlock(list(map(first_line.__add__, unclaimed)), rest, len(lines), counts)
+
+
+@dataclass(frozen=True)
+class Split:
+    """What the block scanner sets aside: the bulk patterns and the quiet lines (see scan)."""
+
+    bulk: tuple[BulkPattern, ...]
+    quiet: QuietLines | None
+
+    def block(self, block: bytes, first_line: int) -> SplitBlock:
+        return split_block(block, self.bulk, first_line, self.quiet)
+
+    def nothing(self) -> SplitBlock:
+        return SplitBlock([], [], 0, [0] * (len(self.bulk) + (self.quiet is not None)))

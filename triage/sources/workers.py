@@ -12,24 +12,9 @@ import os
 import pickle
 import subprocess
 import sys
-from dataclasses import dataclass
 from typing import IO, BinaryIO, cast
 
-from .scan import BulkPattern, QuietLines, SplitBlock, split_block
-
-
-@dataclass(frozen=True)
-class Split:
-    """What the block scanner sets aside: the bulk patterns and the quiet lines (see scan)."""
-
-    bulk: tuple[BulkPattern, ...]
-    quiet: QuietLines | None
-
-    def block(self, block: bytes, first_line: int) -> SplitBlock:
-        return split_block(block, self.bulk, first_line, self.quiet)
-
-    def nothing(self) -> SplitBlock:
-        return SplitBlock([], [], 0, [0] * (len(self.bulk) + (self.quiet is not None)))
+from .scan import Split, SplitBlock
 
 
 def split_range(path: str, start: int, end: int, split: Split, max_line_bytes: int) -> SplitBlock:
