@@ -22,8 +22,12 @@ def labels_key(labels: Mapping[str, str], drop: Iterable[str] = ()) -> tuple[tup
 def by_series(samples: Iterable[MetricSample], drop: Iterable[str] = ()) -> dict[tuple, list[MetricSample]]:
     """Samples grouped by name and labels, each series in scrape order."""
     out: dict[tuple, list[MetricSample]] = {}
+    keys: dict[int, tuple] = {}      # each labels dict's key once: the snapshots of a series share one dict
     for s in samples:
-        out.setdefault((s.name, labels_key(s.labels, drop)), []).append(s)
+        key = keys.get(id(s.labels))
+        if key is None:
+            key = keys[id(s.labels)] = labels_key(s.labels, drop)
+        out.setdefault((s.name, key), []).append(s)
     for points in out.values():
         points.sort(key=lambda s: (s.scrape, s.time or 0.0))
     return out
@@ -48,13 +52,12 @@ def counter_increase(samples: Sequence[MetricSample], created: Sequence[MetricSa
     total, resets = 0.0, 0
     series = by_series(samples)
     scrapes = {s.scrape for s in samples}
-    for points in series.values():
+    for (_, key), points in series.items():
         if len(scrapes) == 1:
             total += points[-1].value
             continue
         for before, after in zip(points, points[1:]):
-            restarted = starts.get((after.scrape, labels_key(after.labels))) != starts.get(
-                (before.scrape, labels_key(before.labels)))
+            restarted = starts.get((after.scrape, key)) != starts.get((before.scrape, key))
             if after.value < before.value or restarted:
                 resets += 1
                 total += after.value
