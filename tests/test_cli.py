@@ -157,13 +157,15 @@ def test_a_long_read_shows_progress_on_a_terminal_and_never_in_a_pipe():
 
 def test_a_text_report_does_not_load_http_templates_or_gpu_code(tmp_path):
     """Start-up: `vtriage --version` and a log read into a text report import neither requests (HTTP),
-    jinja2 (the HTML report) nor the GPU and self-test code (docs/performance.md)."""
+    jinja2 (the HTML report) nor the GPU and self-test code; a log that needs no fix loads no capacity
+    model, and one without a window or metrics no window or metrics stage (docs/performance.md)."""
     import subprocess
     import sys
     log = tmp_path / "x.log"
     log.write_text("(APIServer pid=1) INFO 11-29 21:00:01 [api_server.py:1885] vLLM API server version 0.10.2\n")
     heavy = ("requests", "urllib3", "jinja2", "triage.gpu.probe", "triage.selftest", "triage.alerts",
-             "triage.metrics.inputs")
+             "triage.metrics.inputs", "triage.metrics.facts", "triage.logs.timewindow", "triage.capacity",
+             "triage.sources.workers")
     for args in (["--version"], [str(log)]):
         code = ("import sys, runpy; sys.argv = ['vtriage', *sys.argv[1:]]\n"
                 "try:\n    runpy.run_module('triage', run_name='__main__')\nexcept SystemExit:\n    pass\n"
