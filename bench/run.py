@@ -19,7 +19,7 @@ resident memory over the tree, sampled every 10 ms from /proc. The machine's loa
 printed: on a shared machine wall time is noisy, CPU time much less so.
 
 The metrics parse is also timed in-process against prometheus-client's bare parse of the same text
-(bench/metrics_parse.py), since the whole command's time there is mostly the fleet view.
+(bench/metrics_parse.py), since the whole command also splits the samples per engine and judges each one.
 
 usage: python bench/run.py [--mb 1024] [--small-mb 128] [--repeat 3] [--only serving,stats-v1,...]
                            [--work DIR] [--json OUT.json]
