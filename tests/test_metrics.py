@@ -359,6 +359,21 @@ def test_secrets_among_thousands_of_clean_sample_lines_are_masked_and_counted_li
     assert masked[0] is samples[0]                   # a clean sample is the same object: nothing copied
 
 
+def test_snapshots_holding_more_samples_than_the_ceiling_are_refused(monkeypatch):
+    """Every sample of every snapshot is held until the facts are made: past MAX_SAMPLES_HELD the file
+    that brings the count over is named, with a hint, before anything is diagnosed."""
+    from triage.metrics import inputs, parse
+    names = [str(METRICS / "v1-0.11.1-llama31-8b-h100-stalled-1.prom"),
+             str(METRICS / "v1-0.11.1-llama31-8b-h100-stalled-2.prom")]
+    one = len(inputs.read_files(names[:1], None).samples)
+    monkeypatch.setattr(parse, "MAX_SAMPLES_HELD", one + 1)
+    with pytest.raises(InputError) as refused:
+        inputs.read_files(names, None)
+    assert str(refused.value).startswith(names[1]) and "more than the" in str(refused.value)
+    assert "give fewer snapshots" in str(refused.value) and "\n" not in str(refused.value)
+    assert len(inputs.read_files(names[:1], None).samples) == one
+
+
 def test_a_snapshot_from_stdin():
     body = (METRICS / "v1-preempting-0.prom").read_bytes()
     result = run_cli("--format", "json", "--metrics", "-", stdin=body)

@@ -85,6 +85,21 @@ def test_one_live_scrape_turns_the_lifetime_count_into_a_rate(sims):
     assert code == 0 and data["verdict"] == "healthy" and data["facts"]["preemption_rate_per_min"]["value"] == 0
 
 
+def test_scraping_stops_before_the_samples_held_pass_the_ceiling(sims, monkeypatch):
+    """Every sample is held until the facts are made: a round that would pass MAX_SAMPLES_HELD is not
+    taken, the report says so, and the rounds taken are diagnosed (the countdown line is cleared)."""
+    from triage.metrics import inputs, parse
+    from triage.metrics.httpget import HttpOptions
+    one = len(inputs.read_urls([sims["healthy"]], 1, 0.1, HttpOptions()).samples)
+    monkeypatch.setattr(parse, "MAX_SAMPLES_HELD", 2 * one + one // 2)
+    shown: list[tuple[int, int]] = []
+    read = inputs.read_urls([sims["healthy"]], 5, 0.1, HttpOptions(), lambda taken, count, left: shown.append(
+        (taken, count)))
+    assert len({s.scrape for s in read.samples}) == 2 and shown[-1] == (2, 2)
+    assert read.warnings and "stopped after 2 of 5 rounds" in read.warnings[0]
+    assert read.inputs[0].path.endswith("(2 scrape(s) 0.1 s apart)")
+
+
 def test_healthy_server(sims):
     code, data = _json("--metrics-url", sims["healthy"], *FAST)
     assert code == 0 and data["verdict"] == "healthy"

@@ -8,9 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..errors import InputError
 from ..model import InputSummary, MetricsOrigin
 from ..sources.files import read_small_text
-from . import promapi, scrape
+from . import parse, promapi, scrape
 from .httpget import HttpOptions, display_url
 from .parse import MetricSample, Snapshot, declared_vllm_metrics, order_snapshots, parse_exposition
 
@@ -35,6 +36,7 @@ def read_files(paths: Sequence[str], interval: float | None) -> MetricsRead:
     snapshots = []
     declared = []
     label_sets: dict = {}
+    held = 0
     for path in paths:
         text = read_small_text(path)
         lines = text.count("\n")
@@ -42,6 +44,11 @@ def read_files(paths: Sequence[str], interval: float | None) -> MetricsRead:
         snapshots.append(Snapshot(name, tuple(parse_exposition(text, name, label_sets=label_sets)), lines,
                                   clock=None if path == "-" else os.stat(path).st_mtime, clock_is_mtime=True))
         declared.append(_summary(name, snapshots[-1].samples, lines, text))
+        held += len(snapshots[-1].samples)
+        if held > parse.MAX_SAMPLES_HELD:
+            raise InputError(name, f"brings the snapshots' samples to {held:,}, more than the "
+                             f"{parse.MAX_SAMPLES_HELD:,} vtriage holds at once",
+                             "give fewer snapshots: the first and the last of the period are what rates need")
     samples, how = order_snapshots(snapshots, interval)
     inputs = tuple(declared)
     return MetricsRead(samples, inputs, MetricsOrigin("files", ", ".join(paths), ordering=how))
@@ -50,6 +57,13 @@ def read_files(paths: Sequence[str], interval: float | None) -> MetricsRead:
 def read_urls(urls: Sequence[str], count: int, interval: float, options: HttpOptions,
               progress: scrape.Progress | None = None) -> MetricsRead:
     snapshots = scrape.scrape(urls, count, interval, options, progress)
+    warnings = []
+    if len(snapshots) < count:
+        held = sum(len(s.samples) for s in snapshots)
+        warnings.append(f"scraping stopped after {len(snapshots)} of {count} rounds: they hold {held:,} samples, and "
+                        f"another would pass the {parse.MAX_SAMPLES_HELD:,} vtriage holds at once (ask for fewer "
+                        "--samples, further apart)")
+        count = len(snapshots)
     samples, how = order_snapshots(snapshots, interval)
     inputs = []
     for url in urls:
@@ -61,7 +75,7 @@ def read_urls(urls: Sequence[str], count: int, interval: float, options: HttpOpt
         lines = sum(ends.values())
         inputs.append(_summary(f"{shown} ({count} scrape(s) {interval:g} s apart)", mine, lines))
     return MetricsRead(samples, tuple(inputs), MetricsOrigin("url", ", ".join(display_url(u) for u in urls),
-                                                             ordering=how))
+                                                             ordering=how), tuple(warnings))
 
 
 def read_prometheus(base_url: str, selector: str | None, job: str | None, instance: str | None,

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 import requests
 
 from ..errors import InputError
+from . import parse
 from .httpget import HttpOptions, display_url, get
 from .parse import MetricSample, Snapshot, TooManySeries, parse_exposition
 
@@ -56,14 +57,21 @@ def scrape_once(urls: Sequence[str], options: HttpOptions, index: int, session: 
 
 def scrape(urls: Sequence[str], count: int, interval: float, options: HttpOptions,
            progress: Progress | None = None) -> list[Snapshot]:
-    """`count` rounds `interval` seconds apart; the first failure stops with its one-line error."""
+    """`count` rounds `interval` seconds apart; the first failure stops with its one-line error. Fewer
+    rounds when another as large as the last would hold more than parse.MAX_SAMPLES_HELD samples."""
     snapshots: list[Snapshot] = []
     label_sets: dict = {}               # the same series in every round share one labels dict
+    held = 0
     with requests.Session() as session:
         for index in range(count):
             if index:
+                if held + len(snapshots[-1].samples) > parse.MAX_SAMPLES_HELD:
+                    if progress:
+                        progress(index, index, 0.0)       # the last round: the countdown line is cleared
+                    break
                 _wait(interval, index, count, progress)
             snapshots.append(scrape_once(urls, options, index, session, label_sets))
+            held += len(snapshots[-1].samples)
             if progress:
                 progress(index + 1, count, 0.0)
     return snapshots
