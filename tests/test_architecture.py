@@ -13,7 +13,7 @@ LAYERS = {
     "sources": 1, "logs": 2, "metrics": 2, "gpu": 2, "decide": 3, "capacity": 4, "report": 5, "render": 6,
     "pipeline": 7, "selftest": 8, "ruletests": 8, "alerts": 8, "cli": 9, "__main__": 9,
 }
-# docs/architecture.md names these two, and why.
+# docs/architecture.md names this one, and why.
 ALLOWED_UPWARD = {("render/selftest.py", "selftest")}
 
 

@@ -134,8 +134,7 @@ def test_metrics_parser_parses_or_names_the_line(lines):
 FAMILY_NAMES = ["vllm:num_preemptions", "vllm:num_preemptions_total", "vllm:e2e_request_latency_seconds",
                 "process_start_time_seconds", "x"]
 SAMPLE_SUFFIXES = ["", "_total", "_bucket", "_count", "_sum", "_created"]
-LABEL_PAIRS = ['engine="0"', 'le="+Inf"', 'le="0.5"', 'model_name="Qwen/Qwen3-8B"', 'a=""', '_x="b,c}"',
-               'engine="0"', 'v="ü 1"']
+LABEL_PAIRS = ['engine="0"', 'le="+Inf"', 'le="0.5"', 'model_name="Qwen/Qwen3-8B"', 'a=""', '_x="b,c}"', 'v="ü 1"']
 VALUES = ["0", "12", "3.5", "1e3", "-0.0", "007", "12345678901234567890"]
 ODD_VALUES = ["NaN", "+Inf", "-Inf", "1e999", "1_0", "0x1", ""]
 

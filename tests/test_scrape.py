@@ -87,7 +87,7 @@ def test_one_live_scrape_turns_the_lifetime_count_into_a_rate(sims):
 
 def test_scraping_stops_before_the_samples_held_pass_the_ceiling(sims, monkeypatch):
     """Every sample is held until the facts are made: a round that would pass MAX_SAMPLES_HELD is not
-    taken, the report says so, and the rounds taken are diagnosed (the countdown line is cleared)."""
+    taken, a warning says so, the rounds taken are kept and the countdown line is cleared."""
     from triage.metrics import inputs, parse
     from triage.metrics.httpget import HttpOptions
     one = len(inputs.read_urls([sims["healthy"]], 1, 0.1, HttpOptions()).samples)
