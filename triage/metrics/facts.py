@@ -55,18 +55,34 @@ def _fact(name: str, value, evidence: Sequence[SourceRef], note: str | None = No
     return Fact(name, value, spec.unit, tuple(dict.fromkeys(evidence))[:4], note)
 
 
-def _of(samples: Sequence[MetricSample], names: Sequence[str]) -> list[MetricSample]:
+Named = Mapping[str, Sequence[MetricSample]]      # vLLM's samples by metric name, each name's in input order
+
+
+def _by_name(vllm: Sequence[MetricSample]) -> dict[str, list[MetricSample]]:
+    """The samples grouped by name once: each fact reads a few names, and a unit of a large server has
+    thousands of samples over its snapshots."""
+    named: dict[str, list[MetricSample]] = {}
+    for s in vllm:
+        named.setdefault(s.name, []).append(s)
+    return named
+
+
+def _of(named: Named, names: Sequence[str]) -> list[MetricSample]:
     """The samples of the first name in `names` that is present (aliases never add up twice)."""
     for name in names:
-        found = [s for s in samples if s.name == name]
+        found = named.get(name)
         if found:
-            return found
+            return list(found)
     return []
 
 
-def _base(samples: Sequence[MetricSample], names: Sequence[str]) -> str | None:
-    present = {s.name for s in samples}
-    return next((n for n in names if f"{n}_bucket" in present), None)
+def _base(named: Named, names: Sequence[str]) -> str | None:
+    return next((n for n in names if f"{n}_bucket" in named), None)
+
+
+def _histogram(named: Named, base: str) -> list[MetricSample]:
+    """A histogram's buckets, count and sum: all that histogram_window reads."""
+    return [*named.get(f"{base}_bucket", ()), *named.get(f"{base}_count", ()), *named.get(f"{base}_sum", ())]
 
 
 def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None = None) -> dict[str, Fact]:
@@ -93,15 +109,16 @@ def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None =
         facts["metrics_window_seconds"] = _fact("metrics_window_seconds", window, [vllm[0].source, vllm[-1].source],
                                                 ordering)
     _identity(facts, vllm)
-    _kv_usage(facts, vllm)
-    _queues(facts, vllm)
-    _queue_at_capacity(facts, vllm)
-    _preemptions(facts, vllm, window, _uptime(samples, vllm))
-    _prefix_cache(facts, vllm)
-    _histograms(facts, vllm)
-    _request_preemptions(facts, vllm)
-    _preemptions_per_request(facts, vllm)
-    _cache_config(facts, _of(vllm, CACHE_CONFIG))
+    named = _by_name(vllm)
+    _kv_usage(facts, named)
+    _queues(facts, named)
+    _queue_at_capacity(facts, named)
+    _preemptions(facts, named, window, _uptime(samples, vllm))
+    _prefix_cache(facts, named)
+    _histograms(facts, named, len(scrapes) > 1)
+    _request_preemptions(facts, named)
+    _preemptions_per_request(facts, named)
+    _cache_config(facts, _of(named, CACHE_CONFIG))
     _gpu_memory(facts, samples)
     return facts
 
@@ -139,8 +156,8 @@ def _identity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
         facts["engine"] = Fact("engine", "v0", None, (v0.source,), f"{v0.name} exists only in the V0 engine")
 
 
-def _kv_usage(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
-    levels = per_scrape(_of(vllm, KV_USAGE), "max")
+def _kv_usage(facts: dict[str, Fact], named: Named) -> None:
+    levels = per_scrape(_of(named, KV_USAGE), "max")
     if not levels:
         return
     top = max(levels, key=lambda lv: lv[2])
@@ -158,32 +175,32 @@ def _kv_usage(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
                                            "each scrape stands for the interval to the next; "
                                            f"{observed:.0f} s observed")
         facts["saturated_share"] = _fact("saturated_share", above / observed, evidence)
-    running = {scrape: value for scrape, _, value, _ in per_scrape(_of(vllm, RUNNING))}
+    running = {scrape: value for scrape, _, value, _ in per_scrape(_of(named, RUNNING))}
     busy = sorted(running[lv[0]] for lv in saturated if lv[0] in running)
     if busy:
         facts["running_at_saturation"] = _fact("running_at_saturation", busy[len(busy) // 2], [saturated[0][3].source],
                                                f"median over {len(busy)} saturated scrapes")
 
 
-def _queues(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+def _queues(facts: dict[str, Fact], named: Named) -> None:
     for names, fact in ((RUNNING, "running_max"), (WAITING, "waiting_max"), (SWAPPED, "swapped_max")):
-        levels = per_scrape(_of(vllm, names))
+        levels = per_scrape(_of(named, names))
         if levels:
             top = max(levels, key=lambda lv: lv[2])
             facts[fact] = _fact(fact, top[2], [top[3].source])
-    waiting = per_scrape(_of(vllm, WAITING))
+    waiting = per_scrape(_of(named, WAITING))
     if len(waiting) > 1:
         first, last = waiting[0], waiting[-1]
         facts["waiting_growth"] = _fact("waiting_growth", last[2] - first[2], [first[3].source, last[3].source],
                                         f"{first[2]:.0f} -> {last[2]:.0f} requests waiting over {len(waiting)} scrapes")
 
 
-def _queue_at_capacity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+def _queue_at_capacity(facts: dict[str, Fact], named: Named) -> None:
     """Scrapes where the KV cache was full while requests waited (the state preemption comes from), and
     the run of scrapes the metrics end with where requests wait, none runs and the cache is empty (a stall)."""
-    usage = {scrape: (value, sample) for scrape, _, value, sample in per_scrape(_of(vllm, KV_USAGE), "max")}
-    waiting = {lv[0]: lv[2] for lv in per_scrape(_of(vllm, WAITING))}
-    running = {lv[0]: lv[2] for lv in per_scrape(_of(vllm, RUNNING))}
+    usage = {scrape: (value, sample) for scrape, _, value, sample in per_scrape(_of(named, KV_USAGE), "max")}
+    waiting = {lv[0]: lv[2] for lv in per_scrape(_of(named, WAITING))}
+    running = {lv[0]: lv[2] for lv in per_scrape(_of(named, RUNNING))}
     both = sorted(s for s in usage if s in waiting)
     if not both:
         return
@@ -204,9 +221,9 @@ def _queue_at_capacity(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> 
                                            "scrapes with requests waiting, none running and the KV cache empty")
 
 
-def _created(vllm: Sequence[MetricSample], counter: str) -> list[MetricSample]:
+def _created(named: Named, counter: str) -> list[MetricSample]:
     stem = counter[:-len("_total")] if counter.endswith("_total") else counter
-    return [s for s in vllm if s.name == f"{stem}_created"]
+    return list(named.get(f"{stem}_created", ()))
 
 
 def _uptime(samples: Sequence[MetricSample], vllm: Sequence[MetricSample]) -> tuple[float, str, list[SourceRef]] | None:
@@ -231,12 +248,12 @@ def _uptime(samples: Sequence[MetricSample], vllm: Sequence[MetricSample]) -> tu
     return now - start.value, how, [start.source, stamp.source]
 
 
-def _preemptions(facts: dict[str, Fact], vllm: Sequence[MetricSample], window: float | None,
+def _preemptions(facts: dict[str, Fact], named: Named, window: float | None,
                  uptime: tuple[float, str, list[SourceRef]] | None) -> None:
     """Several scrapes: the counter's increase, a rate over the window. One scrape: a lifetime count, which
     is context, not a verdict; it becomes a rate only with a time base (how long the server has run)."""
-    counters = _of(vllm, PREEMPTIONS)
-    grown = counter_increase(counters, _created(vllm, counters[0].name)) if counters else None
+    counters = _of(named, PREEMPTIONS)
+    grown = counter_increase(counters, _created(named, counters[0].name)) if counters else None
     if grown is None:
         return
     if grown.scrapes == 1:
@@ -272,16 +289,16 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} minutes"
 
 
-def _preemptions_per_request(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+def _preemptions_per_request(facts: dict[str, Fact], named: Named) -> None:
     """Preemptions per finished request from the counters, over the same span as the preemption count
     (the window, or since the start), when the per-request histogram (0.30+) did not already give it."""
     count = facts.get("preemptions") or facts.get("preemptions_since_start")
     if count is None or "preemptions_per_request_mean" in facts:
         return
-    finished = counter_increase(_of(vllm, REQUESTS_FINISHED))
+    finished = counter_increase(_of(named, REQUESTS_FINISHED))
     if finished is None:
-        base = _base(vllm, HISTOGRAMS[1][1])                   # every finished request has an e2e latency
-        finished = counter_increase([s for s in vllm if s.name == f"{base}_count"]) if base else None
+        base = _base(named, HISTOGRAMS[1][1])                   # every finished request has an e2e latency
+        finished = counter_increase(list(named.get(f"{base}_count", ()))) if base else None
     if finished is None or finished.value <= 0:
         return
     evidence = list(count.evidence[:2]) + [finished.last.source]
@@ -291,27 +308,27 @@ def _preemptions_per_request(facts: dict[str, Fact], vllm: Sequence[MetricSample
         f"{count.value} preemptions / {finished.value:.0f} finished requests ({finished.last.name})")
 
 
-def _prefix_cache(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
-    queries, hits = counter_increase(_of(vllm, PREFIX_QUERIES)), counter_increase(_of(vllm, PREFIX_HITS))
+def _prefix_cache(facts: dict[str, Fact], named: Named) -> None:
+    queries, hits = counter_increase(_of(named, PREFIX_QUERIES)), counter_increase(_of(named, PREFIX_HITS))
     if queries is not None and hits is not None and queries.value > 0:
         facts["prefix_cache_hit_rate"] = _fact("prefix_cache_hit_rate", hits.value / queries.value,
                                                [hits.last.source, queries.last.source],
                                                f"hits / queries ({hits.last.name}), in tokens or "
                                                "blocks as vLLM counts them")
         return
-    gauge = per_scrape(_of(vllm, PREFIX_HIT_RATE), "max")
+    gauge = per_scrape(_of(named, PREFIX_HIT_RATE), "max")
     if gauge:
         facts["prefix_cache_hit_rate"] = _fact("prefix_cache_hit_rate", gauge[-1][2], [gauge[-1][3].source],
                                                "V0's gpu_prefix_cache_hit_rate at the last scrape")
 
 
-def _histograms(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
+def _histograms(facts: dict[str, Fact], named: Named, several_scrapes: bool) -> None:
     for prefix, names, suffix in HISTOGRAMS:
-        base = _base(vllm, names)
-        observed = histogram_window(vllm, base) if base else None
+        base = _base(named, names)
+        observed = histogram_window(_histogram(named, base), base) if base else None
         if observed is None or observed.count <= 0:
             continue
-        scope = "over the window" if len({s.scrape for s in vllm}) > 1 else "since the server started"
+        scope = "over the window" if several_scrapes else "since the server started"
         for label, q in QUANTILES:
             value = histogram_quantile(q, observed.buckets)
             if value is not None:
@@ -320,9 +337,9 @@ def _histograms(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
                     f"{base} {label} of {observed.count:.0f} requests {scope} (interpolated in its bucket)")
 
 
-def _request_preemptions(facts: dict[str, Fact], vllm: Sequence[MetricSample]) -> None:
-    base = _base(vllm, REQUEST_PREEMPTIONS)
-    observed = histogram_window(vllm, base) if base else None
+def _request_preemptions(facts: dict[str, Fact], named: Named) -> None:
+    base = _base(named, REQUEST_PREEMPTIONS)
+    observed = histogram_window(_histogram(named, base), base) if base else None
     if observed is None or observed.count <= 0:
         return
     evidence = [s.source for s in observed.evidence]

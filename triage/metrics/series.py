@@ -53,20 +53,27 @@ def counter_increase(samples: Sequence[MetricSample], created: Sequence[MetricSa
     series = by_series(samples)
     scrapes = {s.scrape for s in samples}
     for (_, key), points in series.items():
-        if len(scrapes) == 1:
-            total += points[-1].value
-            continue
-        for before, after in zip(points, points[1:]):
-            restarted = starts.get((after.scrape, key)) != starts.get((before.scrape, key))
-            if after.value < before.value or restarted:
-                resets += 1
-                total += after.value
-            else:
-                total += after.value - before.value
+        total, resets = _grown(points, key, starts, len(scrapes) == 1, total, resets)
     ends = [p[-1] for p in series.values()]
     starts_ = [p[0] for p in series.values()]
     return Increase(total, resets, min(starts_, key=lambda s: s.scrape), max(ends, key=lambda s: s.scrape),
                     len(scrapes))
+
+
+def _grown(points: Sequence[MetricSample], key: tuple, starts: Mapping[tuple, float], once: bool, total: float,
+           resets: int) -> tuple[float, int]:
+    """`total` and `resets` with one series' increase added (its points in scrape order, `key` its labels,
+    `starts` the _created values by scrape and labels); `once`: a single scrape, the count since the start."""
+    if once:
+        return total + points[-1].value, resets
+    for before, after in zip(points, points[1:]):
+        restarted = starts.get((after.scrape, key)) != starts.get((before.scrape, key))
+        if after.value < before.value or restarted:
+            resets += 1
+            total += after.value
+        else:
+            total += after.value - before.value
+    return total, resets
 
 
 def per_scrape(samples: Sequence[MetricSample],
@@ -131,10 +138,9 @@ def histogram_window(samples: Sequence[MetricSample], base: str) -> HistogramWin
             continue
         if math.isnan(bound):
             continue
-        grown = counter_increase(points)
-        if grown is not None:
-            buckets[bound] = buckets.get(bound, 0.0) + grown.value
-            evidence.append(grown.last)
+        grown, _ = _grown(points, labels, {}, len({p.scrape for p in points}) == 1, 0.0, 0)
+        buckets[bound] = buckets.get(bound, 0.0) + grown
+        evidence.append(points[-1])
     count = counter_increase([s for s in samples if s.name == f"{base}_count"])
     total = counter_increase([s for s in samples if s.name == f"{base}_sum"])
     if not buckets or math.inf not in buckets:
