@@ -216,7 +216,7 @@ def split_block(block: bytes, patterns: Sequence[BulkPattern], first_line: int,
 
 @dataclass(frozen=True)
 class Split:
-    """What the block scanner sets aside: the bulk patterns and the quiet lines (see scan)."""
+    """What the block scanner sets aside: the bulk patterns and the quiet lines (split_block, QuietLines)."""
 
     bulk: tuple[BulkPattern, ...]
     quiet: QuietLines | None
