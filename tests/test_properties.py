@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import jsonschema
+import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -18,10 +19,12 @@ from triage.metrics.parse import MAX_SERIES, parse_exposition, parse_plain_lines
 from triage.pipeline import Incident, build_report
 from triage.redact import Redactor
 from triage.render.json import report_dict
+from triage.sources import scan
 from triage.sources.files import LineReader, open_log
 from triage.vocabulary import VERDICTS
 
 from conftest import RULES_DIR
+from services import require
 from test_docs import SCHEMA
 
 KIT = load_toolkit(str(RULES_DIR))
@@ -323,15 +326,34 @@ def near_bulk_line(draw) -> str:
     return "y" * max(0, pad) + piece + draw(st.text(max_size=10))
 
 
+def _need_compiled_split() -> None:
+    """Skip where the bulk split was not compiled; fail in CI, which compiles it."""
+    require("the compiled bulk split (triage.sources._bulkscan)", scan._bulkscan is not None,
+            "pip install -e . where a C compiler and the Python headers are")
+
+
+def _split_implementation(compiled: bool, monkeypatch) -> None:
+    """Make split_block use the compiled split, or the one in Python."""
+    if compiled:
+        _need_compiled_split()
+    else:
+        monkeypatch.setattr(scan, "_bulkscan", None)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 @FAST
 @given(st.lists(st.one_of(st.sampled_from(SAMPLES), st.text(max_size=300), near_bulk_line(),
-                          st.sampled_from(["", "x" * 300 + "Received request r1: prompt: 'a'"])), max_size=30))
-def test_block_split_is_a_per_line_search_of_each_head(lines):
+                          st.sampled_from(["", "x" * 300 + "Received request r1: prompt: 'a'"])), max_size=30),
+       st.booleans())
+def test_block_split_is_a_per_line_search_of_each_head(compiled, lines, last_newline):
     from triage.sources.scan import HEAD_WINDOW, split_block
-    patterns = KIT.signatures.bulk_patterns
-    raw = [line.encode("utf-8", "replace").replace(b"\n", b" ") for line in lines]
-    block = b"".join(line + b"\n" for line in raw)
-    numbers, kept, count, tally = split_block(block, patterns, 10)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _split_implementation(compiled, monkeypatch)
+        patterns = KIT.signatures.bulk_patterns
+        raw = [line.encode("utf-8", "replace").replace(b"\n", b" ") for line in lines]
+        block = b"\n".join(raw) + (b"\n" if raw and last_newline else b"")
+        raw = block.split(b"\n")[:-1] if block.endswith(b"\n") or not block else block.split(b"\n")
+        numbers, kept, count, tally = split_block(block, patterns, 10)
     expect_kept, expect_tally = [], [0] * len(patterns)
     for i, line in enumerate(raw):
         claimed = next((k for k, group in enumerate(KIT.signatures.bulk_anchors)
@@ -341,6 +363,34 @@ def test_block_split_is_a_per_line_search_of_each_head(lines):
         elif line:
             expect_kept.append((10 + i, line))
     assert (list(zip(numbers, kept)), count, tally) == (expect_kept, len(raw), expect_tally)
+
+
+BYTES_NEAR_ANCHORS = st.binary(min_size=1, max_size=6).map(lambda b: bytes(b"ab \x00\xff"[x % 5] for x in b))
+
+
+@FAST
+@given(st.lists(st.lists(BYTES_NEAR_ANCHORS, min_size=1, max_size=4), max_size=3),
+       st.lists(st.tuples(st.integers(0, 250), st.lists(BYTES_NEAR_ANCHORS, max_size=3)), max_size=20),
+       st.booleans())
+@example([[b"a b", b"aa b"]], [(236, [b"aa b"]), (0, []), (237, [b"a b"])], False)
+def test_compiled_bulk_split_gives_what_the_python_one_gives(groups, lines, last_newline):
+    """Any anchors (shared pieces or none, one anchor inside another), lines around the head window's edge,
+    empty lines, a block with or without its last newline: the same lines kept, counts and empty-line flags."""
+    _need_compiled_split()
+    patterns = [scan.bulk_pattern(group) for group in groups]
+    raw = [b"y" * pad + b"".join(pieces) for pad, pieces in lines]
+    block = b"\n".join(raw) + (b"\n" if raw and last_newline else b"")
+    compiled = scan._bulkscan.split_bulk(block, tuple(p.terms for p in patterns), scan.HEAD_WINDOW)
+    assert compiled == scan._split_bulk(block, patterns, True)
+
+
+def test_compiled_bulk_split_refuses_malformed_patterns_with_an_error():
+    _need_compiled_split()
+    for patterns in [((b"",),), ((b"x", b""),), ((b"x", "text"),), ("not a tuple",)]:
+        with pytest.raises(TypeError):
+            scan._bulkscan.split_bulk(b"x\n", patterns, 240)
+    with pytest.raises(ValueError):
+        scan._bulkscan.split_bulk(b"x\n", (), -1)
 
 
 # Numbers as vLLM prints them, and ones it never does (several dots, other scripts' digits, huge).

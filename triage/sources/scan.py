@@ -2,10 +2,11 @@
 
 A busy vLLM server's log is mostly request logging (`Received request ...: prompt: '...'`) and
 uvicorn access lines. Signatures marked `bulk` describe them. Per block of the input, each line's
-first HEAD_WINDOW bytes are searched for the bulk anchors (a C-level search per line, driven from
-C too, no decoding); those lines are counted, never parsed, and everything else (startup, stats, warnings,
-errors, tracebacks) keeps its line number and goes to the parser. Skipping request logging is
-right on its own terms too: a prompt that quotes an error message is not that error.
+first HEAD_WINDOW bytes are searched for the bulk anchors, no decoding: in C where `_bulkscan.c` was
+compiled (a walk over the block that makes an object only of each line it keeps), else in Python (a regex
+search per line, its loop driven from C). Those lines are counted, never parsed, and everything else
+(startup, stats, warnings, errors, tracebacks) keeps its line number and goes to the parser. Skipping
+request logging is right on its own terms too: a prompt that quotes an error message is not that error.
 Pure functions over bytes; reading and processes live in `sources`.
 """
 from __future__ import annotations
@@ -22,6 +23,10 @@ try:
     import ahocorasick_rs
 except ImportError:      # no wheel for this platform: quiet lines are parsed like any other
     ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
+try:
+    from . import _bulkscan
+except ImportError:      # not compiled (no compiler where it was installed): the same split in Python
+    _bulkscan = None  # type: ignore[assignment]  # checked before use
 
 HEAD_WINDOW = 240          # a bulk line's anchor sits near its start; past that it is prompt text
 QUIET_MAX_BYTES = 4096     # a longer line is parsed (the reader cuts lines far longer; noise is short)
@@ -36,6 +41,12 @@ class BulkPattern:
 
     regex: re.Pattern[bytes]
     needle: bytes               # in every anchor: a block without it holds no bulk line (b"": no such piece)
+    anchors: tuple[bytes, ...]
+
+    @property
+    def terms(self) -> tuple[bytes, ...]:
+        """The needle, then the anchors: the pattern as the compiled split takes it."""
+        return (self.needle, *self.anchors)
 
 
 def bulk_pattern(anchors: Iterable[bytes]) -> BulkPattern:
@@ -52,12 +63,13 @@ def bulk_pattern(anchors: Iterable[bytes]) -> BulkPattern:
     words = sorted(set(anchors), key=len, reverse=True)
     shared = _shared_piece(words)
     if len(shared) < MIN_SHARED:
-        return BulkPattern(re.compile(b"|".join(re.escape(a) for a in words)), words[0] if len(words) == 1 else b"")
+        return BulkPattern(re.compile(b"|".join(re.escape(a) for a in words)), words[0] if len(words) == 1 else b"",
+                           tuple(words))
     branches = []
     for word in words:
         tail = word[word.index(shared) + len(shared):]
         branches.append(re.escape(tail) + b"(?<=" + re.escape(word) + b")")
-    return BulkPattern(re.compile(re.escape(shared) + b"(?:" + b"|".join(branches) + b")"), shared)
+    return BulkPattern(re.compile(re.escape(shared) + b"(?:" + b"|".join(branches) + b")"), shared, tuple(words))
 
 
 def _shared_piece(words: Sequence[bytes]) -> bytes:
@@ -91,15 +103,15 @@ class QuietLines:
     head: re.Pattern[bytes]
     stops: tuple[bytes, ...]
 
-    def mask(self, lines: Sequence[bytes], indexes: Sequence[int], rest: Sequence[bytes]) -> list[bool]:
-        """Whether each line of `rest` (the lines of `lines` at `indexes` that no bulk pattern claimed) is
-        quiet. Every step runs its loop over the lines in C (map, compress); the test itself runs once per digit
-        form."""
+    def mask(self, non_empty: bytes, indexes: Sequence[int], rest: Sequence[bytes]) -> list[bool]:
+        """Whether each line of `rest` (the block's lines at `indexes` that no bulk pattern claimed) is quiet;
+        `non_empty` has a byte per line of the block, 1 where the line is not empty. Every step runs its loop
+        over the lines in C (map, compress); the test itself runs once per digit form."""
         verdicts = self._verdicts(rest)
         prefixed = list(map(_FIRST, verdicts))
         # A neighbour must be a bulk line (set aside either way) or have the prefix: not empty (the reader
         # drops it, so what follows could be a split line's end), not a line without it (a wrapped tail).
-        plain = bytearray(map(bool, lines))
+        plain = bytearray(non_empty)
         collections.deque(map(plain.__setitem__, itertools.compress(indexes, map(operator.not_, prefixed)),
                               itertools.repeat(0)), maxlen=0)
         padded = b"\0" + plain + b"\0"            # the block's first and last lines have no neighbour here
@@ -184,8 +196,27 @@ def split_block(block: bytes, patterns: Sequence[BulkPattern], first_line: int,
 
     The lines to parse are the non-empty ones no pattern claimed within their first HEAD_WINDOW bytes and
     `quiet` did not set aside; a line counts for the first pattern that claims it. `first_line` numbers
-    the block's first line.
+    the block's first line. The bulk split is compiled (_bulkscan.c) where it was built, else `_split_bulk`.
     """
+    if _bulkscan is not None:
+        unclaimed, rest, line_count, counts, non_empty = _bulkscan.split_bulk(
+            block, tuple(pattern.terms for pattern in patterns), HEAD_WINDOW)
+    else:
+        unclaimed, rest, line_count, counts, non_empty = _split_bulk(block, patterns, quiet is not None)
+    if quiet is not None:
+        n = len(rest)
+        keep = list(map(operator.not_, quiet.mask(non_empty, unclaimed, rest)))
+        unclaimed = list(itertools.compress(unclaimed, keep))
+        rest = list(itertools.compress(rest, keep))
+        counts.append(n - len(rest))
+    return SplitBlock(list(map(first_line.__add__, unclaimed)), rest, line_count, counts)
+
+
+def _split_bulk(block: bytes, patterns: Sequence[BulkPattern],
+                flags: bool) -> tuple[list[int], list[bytes], int, list[int], bytes]:
+    """What `_bulkscan.split_bulk` gives, in Python: the unclaimed lines' places in the block and their bytes, the
+    block's line count, the lines each pattern claimed, and (when `flags`) a byte per line, 1 where it is not
+    empty."""
     lines = block.split(b"\n")
     if block.endswith(b"\n") or not block:
         lines.pop()
@@ -205,13 +236,7 @@ def split_block(block: bytes, patterns: Sequence[BulkPattern], first_line: int,
         unclaimed = list(itertools.compress(unclaimed, keep))
         rest = list(itertools.compress(rest, keep))
         counts.append(n - len(rest))
-    if quiet is not None:
-        n = len(rest)
-        keep = list(map(operator.not_, quiet.mask(lines, unclaimed, rest)))
-        unclaimed = list(itertools.compress(unclaimed, keep))
-        rest = list(itertools.compress(rest, keep))
-        counts.append(n - len(rest))
-    return SplitBlock(list(map(first_line.__add__, unclaimed)), rest, len(lines), counts)
+    return unclaimed, rest, len(lines), counts, bytes(map(bool, lines)) if flags else b""
 
 
 @dataclass(frozen=True)

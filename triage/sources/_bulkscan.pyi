@@ -1,0 +1,3 @@
+# The compiled bulk split (_bulkscan.c); scan.py holds the same split in Python.
+def split_bulk(block: bytes, patterns: tuple[tuple[bytes, ...], ...],
+               window: int) -> tuple[list[int], list[bytes], int, list[int], bytes]: ...
