@@ -58,6 +58,7 @@ from triage.metrics.facts import (  # noqa: E402
     RUNNING,
     WAITING,
 )
+from triage.sources import scan  # noqa: E402
 
 import make_log  # noqa: E402
 import make_metrics  # noqa: E402
@@ -264,6 +265,9 @@ def main() -> None:
     print(f"{platform.node() or 'this machine'}: {os.cpu_count()} CPUs, {platform.python_implementation()} "
           f"{platform.python_version()}; median of {args.repeat}; load average {load_before[0]:.1f} before, "
           f"{load_after[0]:.1f} after (wall times are noisy on a shared machine; CPU is the steadier figure)")
+    compiled = scan._bulkscan is not None
+    print("the bulk split: " + ("compiled (triage/sources/_bulkscan.c)" if compiled else
+                                "in Python (triage/sources/_bulkscan.c was not built here)"))
     figures: dict[str, dict] = {}
     for kind, commands in runs.items():
         print(f"\n{kind}: {about.get(kind, '')}")
@@ -297,7 +301,8 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({"cpus": os.cpu_count(), "python": platform.python_version(),
                                                "repeat": args.repeat, "load_before": load_before,
-                                               "load_after": load_after, "runs": figures}, indent=2) + "\n")
+                                               "load_after": load_after, "compiled_split": compiled,
+                                               "runs": figures}, indent=2) + "\n")
     shutil.rmtree(scratch)
 
 

@@ -34,6 +34,9 @@ def table(data: dict) -> str:
                      f"prometheus-client's bare parse {parse['bare_s']:.3f} s: **{parse['ratio']:.2f}x**; "
                      f"{parse['samples']:,} samples kept from three snapshots, {parse['retained_mib']:.1f} MiB held "
                      "afterwards (tracemalloc).")
+    if "compiled_split" in data:
+        notes.append("The bulk split ran " + ("compiled (`triage/sources/_bulkscan.c`)." if data["compiled_split"]
+                                              else "in Python: `triage/sources/_bulkscan.c` was not built."))
     per_line = "\n".join(n for n in notes if "per line" in n)
     others = [n for n in notes if "per line" not in n]
     return "\n\n".join(["\n".join(rows), per_line, *others]) + "\n"
