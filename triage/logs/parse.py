@@ -172,8 +172,8 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             break
         if isinstance(rec, StatsRun):
             coverage.run_of_lines(rec.count, rec.last)
-            in_traceback[rec.event.process] = False
-            yield dataclasses.replace(rec.event, seq=seq)
+            in_traceback[rec.process] = False
+            yield rec.event(seq)
             seq += 1
             continue
         message = rec.message

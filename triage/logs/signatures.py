@@ -40,7 +40,7 @@ _SIZE_UNITS = {"bytes": 1 / 2**30, "b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 
 MAX_COUNT = 10**15          # tokens, blocks, requests, preemptions: far above anything real
 MAX_GIB = 1e7               # ten PiB
 MAX_RATIO = 1e4             # a percentage of 1,000,000 %
-MAX_VALUES_KEPT = 65536     # convert_each's answers kept per converter (a stats log's values repeat)
+MAX_VALUES_KEPT = 65536     # answers kept per converter (StatsLineShape.summed_plan; a stats log's values repeat)
 _DIGITS = "0123456789"
 
 
@@ -381,11 +381,14 @@ class StatsLineShape:
         return out
 
     @functools.cached_property
-    def summed_plan(self) -> tuple[tuple[str, Callable[[str], Any], bool], ...]:
-        """(field, converter as `fields_of` converts it, whether its peak is kept) for the fields a merge of
-        stats lines keeps the peak or the sum of."""
+    def summed_plan(self) -> tuple[tuple[str, Callable[[str | None], Any], bool], ...]:
+        """(field, its value of a captured text, whether its peak is kept) for the fields a merge of stats lines
+        keeps the peak or the sum of. The value is what `fields_of` converts the text to, looked up: a stats
+        log repeats a few thousand values, so each converter's answers are kept by text (None where there is
+        no text or it does not convert)."""
         plan = self.fields_of.keywords["plan"]       # type: ignore[attr-defined]  # a partial (_shape_fields)
-        return tuple((name, convert, name in STATS_PEAKS) for name, convert, _ in plan if name in _SUMMED)
+        return tuple((name, _converted(convert).__getitem__, name in STATS_PEAKS) for name, convert, _ in plan
+                     if name in _SUMMED)
 
 
 # A shape's groups hold only digits, dots and a trailing %: a short one is in range however it reads, so
@@ -438,11 +441,6 @@ class _Converted(dict[Any, Any]):
 
 
 _CONVERTED: dict[Callable[[str], Any], _Converted] = {}
-
-
-def convert_each(convert: Callable[[str], Any], raws: Sequence[str | None]) -> list[Any]:
-    """`convert` of each captured value, None where there is none or it does not convert."""
-    return list(map(_converted(convert).__getitem__, raws))
 
 
 def _converted(convert: Callable[[str], Any]) -> _Converted:

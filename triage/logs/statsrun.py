@@ -32,7 +32,7 @@ from ..redact import Redactor
 from ..sources.scan import DIGITS_AS_ZERO
 from ..vocabulary import KV_SATURATED
 from .envelope import process_label
-from .signatures import SignatureSet, StatsLineShape, answer_new_keys, convert_each
+from .signatures import SignatureSet, StatsLineShape, answer_new_keys
 
 FOLD_LINES = 32                 # lines per folded event: the timeline keeps 400 points, the facts sums and peaks
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
@@ -53,11 +53,21 @@ _FOLDED = re.compile(b"\x01+")
 
 @dataclass(frozen=True, slots=True)
 class StatsRun:
-    """Consecutive stats lines read as one: the event they make, and the lines they cover."""
+    """Consecutive stats lines read as one: what their event holds, and the lines they cover. The event is made
+    once the parser numbers it (`event`): one event a run, not one made and then copied with its number."""
 
-    event: LogEvent
+    signature: str
+    fields: dict[str, Any]
+    process: str | None
+    level: str
+    timestamp: str
+    source: SourceRef
     last: int                   # the last line
     count: int
+
+    def event(self, seq: int) -> LogEvent:
+        return LogEvent("stats", self.signature, self.fields, self.process, self.level, self.timestamp, self.source,
+                        seq, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +98,8 @@ class _Template:
 
 def fold_runs(lines: Iterable[_Item], signatures: SignatureSet, redactor: Redactor, name: str,
               after: int) -> Iterator[_Item | StatsRun]:
-    """The lines as given, but runs of stats lines after the first `after` as one StatsRun each (the event's
-    `seq` is 0: the parser numbers it). Masking prompts reads every line, so then none are folded."""
+    """The lines as given, but runs of stats lines after the first `after` as one StatsRun each (the parser
+    numbers its event). Masking prompts reads every line, so then none are folded."""
     if not signatures.stats_lines or redactor.prompts:
         yield from lines
         return
@@ -211,11 +221,15 @@ class _Folder:
             past_cap: Iterable[bool] = itertools.repeat(True)
         else:
             past_cap = map((self.after - seen).__lt__, itertools.accumulate(mine))
-        short = map(MAX_LINE_CHARS.__ge__, map(len, texts))
-        candidates = list(map(all, zip(after_stats, past_cap, short)))
-        numbers = list(map(_NUMBER, window))
-        gap = map(operator.lt, map((1).__add__, numbers), numbers[1:])
-        next_ok = [*map(operator.or_, found[1:], gap), True]
+        candidates = list(map(operator.and_, after_stats, past_cap))
+        if max(map(len, texts)) > MAX_LINE_CHARS:
+            candidates = list(map(operator.and_, candidates, map(MAX_LINE_CHARS.__ge__, map(len, texts))))
+        if window[-1][0] - window[0][0] == len(window) - 1:    # the numbers rise: no gap between these lines
+            next_ok = [*found[1:], True]
+        else:
+            numbers = list(map(_NUMBER, window))
+            gap = map(operator.lt, map((1).__add__, numbers), numbers[1:])
+            next_ok = [*map(operator.or_, found[1:], gap), True]
         plain = self._plain(list(itertools.compress(texts, candidates)), list(itertools.compress(rows, candidates)),
                             list(itertools.compress(templates, candidates)),
                             None if forms is None else list(itertools.compress(forms, candidates)))
@@ -255,9 +269,12 @@ class _Folder:
         done: list[StatsRun] = []
         shapes = list(map(_SHAPE, templates[start:end]))
         processes = list(map(_NAME_PID, rows[start:end]))
-        changes = map(operator.or_, map(operator.is_not, shapes[1:], shapes[:-1]),
-                      map(operator.ne, processes[1:], processes[:-1]))
-        bounds = [0, *itertools.compress(range(1, end - start), changes), end - start]
+        if shapes.count(shapes[0]) == len(shapes) and processes.count(processes[0]) == len(processes):
+            bounds = [0, end - start]           # the usual stretch: one shape, one process
+        else:
+            changes = map(operator.or_, map(operator.is_not, shapes[1:], shapes[:-1]),
+                          map(operator.ne, processes[1:], processes[:-1]))
+            bounds = [0, *itertools.compress(range(1, end - start), changes), end - start]
         for first, stop in zip(bounds, bounds[1:]):
             at = first
             if self.run is not None and not self.run.takes(shapes[first], processes[first]):
@@ -313,7 +330,7 @@ class _Run:
         if count > 1:
             plan = shape.summed_plan
             columns = itertools.islice(zip(*self.rows), _ROW_PREFIX, None)
-            values = {key: convert_each(convert, column) for (key, convert, _), column in zip(plan, columns)}
+            values = {key: list(map(value_of, column)) for (key, value_of, _), column in zip(plan, columns)}
             for key, _, peak in plan:
                 if peak:
                     present = _present(values[key])
@@ -336,9 +353,8 @@ class _Run:
             best -= kv[::-1].index(max(kv))      # merge_stats: the later line unless an earlier had more
         source = SourceRef(name, self.numbers[best], self.texts[best], self.templates[best].span)
         date, time = last.when(text)
-        event = LogEvent("stats", shape.signature.id, fields, self.process, last.level, f"{date} {time}", source, 0,
-                         None)
-        return StatsRun(event, self.numbers[-1], count)
+        return StatsRun(shape.signature.id, fields, self.process, last.level, f"{date} {time}", source,
+                        self.numbers[-1], count)
 
 
 def _put(target: Any, indexes: Iterable[int], values: Iterable[Any]) -> None:
