@@ -363,19 +363,19 @@ class StatsLineShape:
         return m.start("at"), m.end() - len(m[self.trailing]) if self.trailing else m.end()
 
     @functools.cached_property
-    def field_plan(self) -> tuple[tuple[str, Callable[[str], Any]], ...]:
-        """(field, converter as `fields_of` converts it) for each of the signature's fields (a stats shape has
-        none of many values)."""
+    def field_plan(self) -> tuple[tuple[str, Callable[[str | None], Any]], ...]:
+        """(field, its value of a captured text) for each of the signature's fields (a stats shape has none of
+        many values): what `fields_of` converts the text to, looked up as in `summed_plan`."""
         plan = self.fields_of.keywords["plan"]       # type: ignore[attr-defined]  # a partial (_shape_fields)
         assert not any(many for _, _, many in plan), "a stats shape's fields hold one value each"
-        return tuple((name, convert) for name, convert, _ in plan)
+        return tuple((name, _converted(convert).__getitem__) for name, convert, _ in plan)
 
     def fields_from(self, raws: Iterable[str | None]) -> dict[str, Any]:
         """`fields_of` for a line whose field_plan groups captured `raws` (empty or None where one took no part):
         a value that does not convert is left out, as `fields_of` leaves it out."""
         out: dict[str, Any] = dict(self.signature.sets)
-        for (name, convert), raw in zip(self.field_plan, raws):
-            value = _converted(convert)[raw]
+        for (name, value_of), raw in zip(self.field_plan, raws):
+            value = value_of(raw)
             if value is not None:
                 out[name] = value
         return out

@@ -145,9 +145,13 @@ class _Folder:
             # batch starts on this one's last line, no stats line, so nothing reads it.
             return [*self._close(), *window[:decided]] if decided else []
         found = list(map(bool, templates))
-        rows: list[_Row | None] = [None] * len(texts)
-        _put(rows, itertools.compress(range(len(texts)), found),
-             map(operator.call, map(_ROW, itertools.compress(templates, found)), itertools.compress(texts, found)))
+        rows: list[_Row | None]
+        if all(found):                  # the usual batch of a stats log: every line is a stats line
+            rows = list(map(operator.call, map(_ROW, templates), texts))
+        else:
+            rows = [None] * len(texts)
+            _put(rows, itertools.compress(range(len(texts)), found),
+                 map(operator.call, map(_ROW, itertools.compress(templates, found)), itertools.compress(texts, found)))
         foldable = self._foldable(window, texts, found, rows, templates, forms, decided)
         out: list[_Item | StatsRun] = []
         at = 0
@@ -233,10 +237,11 @@ class _Folder:
         plain = self._plain(list(itertools.compress(texts, candidates)), list(itertools.compress(rows, candidates)),
                             list(itertools.compress(templates, candidates)),
                             None if forms is None else list(itertools.compress(forms, candidates)))
-        folded = itertools.compress(itertools.compress(range(decided), candidates),
-                                    map(operator.and_, plain, itertools.compress(next_ok, candidates)))
+        fold_them = list(map(operator.and_, plain, itertools.compress(next_ok, candidates)))
+        if len(fold_them) == decided and all(fold_them):      # the usual batch: every line decided is folded
+            return b"\x01" * decided
         mask = bytearray(decided)
-        _put(mask, folded, itertools.repeat(1))
+        _put(mask, itertools.compress(itertools.compress(range(decided), candidates), fold_them), itertools.repeat(1))
         return bytes(mask)
 
     def _plain(self, texts: list[str], rows: list[Any], templates: list[Any], forms: list[Any] | None) -> list[bool]:
@@ -250,9 +255,15 @@ class _Folder:
         whatever its digits."""
         keys = list(map(_NAME_FILE, rows))
         starts = list(map(_START, templates))
-        prefixes = map(operator.getitem, texts, map(slice, itertools.repeat(None), starts))   # cut as they are asked
-        answer_new_keys(self.clean, keys, prefixes, self.redactor.leaves_alone)
-        alone = map(self.clean.__getitem__, keys)
+        alone: Iterable[bool]
+        if keys and keys.count(keys[0]) == len(keys):   # the usual batch: one process name, one file
+            if keys[0] not in self.clean:
+                self.clean[keys[0]] = self.redactor.leaves_alone(texts[0][:starts[0]])
+            alone = itertools.repeat(self.clean[keys[0]])
+        else:
+            prefixes = map(operator.getitem, texts, map(slice, itertools.repeat(None), starts))  # cut as asked
+            answer_new_keys(self.clean, keys, prefixes, self.redactor.leaves_alone)
+            alone = map(self.clean.__getitem__, keys)
         messages: Iterable[str] = map(operator.getitem, texts, map(slice, starts, itertools.repeat(None)))
         only: Iterable[bool]
         if forms is None:
@@ -340,6 +351,9 @@ class _Run:
             kv = values.get("kv_usage", absent)
             if None in kv:
                 kv = [0.0 if v is None else v for v in kv]
+                fullest = max(kv)
+            else:
+                fullest = fields["kv_usage"]        # the peak just taken
             full = list(map(KV_SATURATED.__le__, kv))
             waiting, swapped = values.get("waiting", absent), values.get("swapped", absent)
             queued = map(operator.or_, map(bool, waiting), map(bool, swapped))
@@ -350,7 +364,7 @@ class _Run:
             preempted = _present(values.get("preemptions", ()))
             if preempted:
                 fields["preemptions"] = sum(preempted)
-            best -= kv[::-1].index(max(kv))      # merge_stats: the later line unless an earlier had more
+            best -= kv[::-1].index(fullest)      # merge_stats: the later line unless an earlier had more
         source = SourceRef(name, self.numbers[best], self.texts[best], self.templates[best].span)
         date, time = last.when(text)
         return StatsRun(shape.signature.id, fields, self.process, last.level, f"{date} {time}", source,
