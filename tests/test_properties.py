@@ -558,11 +558,15 @@ def _read_with(path: Path, quiet) -> tuple[list, tuple, int]:
                     "(APIServer pid=1) WARNING 11-29 21:02:46 [x.py:1] an odd warning"]))  # a split line, bulk between
 @example("\n".join([QUIET_LIKE[0], QUIET_LIKE[1] + " and then the allocator said Cuda failure out of me",
                     "mory at step 3", QUIET_LIKE[0]]))      # a terminal's wrap: the anchor spans the break
-def test_quiet_lines_set_aside_give_what_parsing_them_gives(text):
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_quiet_lines_set_aside_give_what_parsing_them_gives(compiled, text):
     """The reader may set DEBUG and INFO lines aside unparsed only where parsing them finds nothing: the same
-    events, coverage and unrecognised groups. (Inside a traceback the two differ by design: a set-aside line
-    does not end it, as a bulk line does not; such logs are left out.)"""
+    events, coverage and unrecognised groups, with the bulk split compiled or in Python (each hands the quiet
+    test the empty lines it reads for neighbours). (Inside a traceback the two differ by design: a set-aside
+    line does not end it, as a bulk line does not; such logs are left out.)"""
     path = _file(text.encode())
+    monkeypatch = pytest.MonkeyPatch()
+    _split_implementation(compiled, monkeypatch)
     try:
         try:
             slow_events, slow_summary, none_aside = _read_with(path, None)
@@ -574,6 +578,7 @@ def test_quiet_lines_set_aside_give_what_parsing_them_gives(text):
         assert fast_events == slow_events
         assert fast_summary == slow_summary
     finally:
+        monkeypatch.undo()
         path.unlink()
 
 
@@ -597,20 +602,24 @@ def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
     assert quiet._verdicts(raw) == list(map(alone, raw))
 
 
-def test_the_usual_debug_lines_are_set_aside_and_the_rest_parsed(tmp_path):
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_the_usual_debug_lines_are_set_aside_and_the_rest_parsed(compiled, tmp_path, monkeypatch):
     """On a DEBUG log the quiet lines are what the reader sets aside; a stats line, a WARNING, the lines next
-    to a wrapped tail or a WARNING and the block's first and last lines are parsed."""
+    to a wrapped tail, a WARNING or an empty line and the block's first and last lines are parsed, with the
+    bulk split compiled or in Python."""
+    _split_implementation(compiled, monkeypatch)
     stats = ("(APIServer pid=1) INFO 11-29 21:33:25 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
              "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 4.0%, "
              "Prefix cache hit rate: 0.0%")
     lines = [QUIET_LIKE[0], QUIET_LIKE[1], QUIET_LIKE[0], stats,
              "(APIServer pid=1) WARNING 11-29 21:02:46 [x.py:1] something odd", QUIET_LIKE[1], QUIET_LIKE[0],
-             "a wrapped tail", QUIET_LIKE[0], QUIET_LIKE[1]]
+             "a wrapped tail", QUIET_LIKE[0], QUIET_LIKE[1], QUIET_LIKE[0], QUIET_LIKE[1], "", QUIET_LIKE[0],
+             QUIET_LIKE[1], QUIET_LIKE[0]]
     path = tmp_path / "debug.log"
     path.write_text("\n".join(lines) + "\n")
     reader = LineReader(open_log(str(path)), KIT.signatures.bulk_patterns, None, KIT.signatures.quiet)
-    assert [n for n, _ in reader] == [1, 4, 5, 6, 7, 8, 9, 10]
-    assert reader.result().quiet_lines == 2
+    assert [n for n, _ in reader] == [1, 4, 5, 6, 7, 8, 9, 12, 14, 16]
+    assert reader.result().quiet_lines == 5
 
 
 # --- runs of stats lines folded before they are parsed (logs/statsrun.py) ---------------------------
