@@ -384,6 +384,52 @@ def test_compiled_bulk_split_gives_what_the_python_one_gives(groups, lines, last
     assert compiled == scan._split_bulk(block, patterns, True)
 
 
+ODD_LINES = st.one_of(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b" ")),
+                     st.sampled_from([b"ab\r", b"a\rb", b"a\x00b", "d\u00e9j\u00e0".encode(), b"\xff\xfe", b"x" * 41,
+                                      b"Received request r1: prompt: 'a'", b"plain ASCII"]))
+
+
+@FAST
+@given(st.lists(ODD_LINES, max_size=12), st.booleans(), st.integers(1, 40))
+@example([b"plain", b"ab\r"], True, 40)
+def test_compiled_split_decodes_a_block_only_where_the_reader_would_decode_it_alike(lines, last_newline, limit):
+    """With a text limit the compiled split hands on text only when every kept line is ASCII, has no NUL, does
+    not end in a carriage return and is within the limit (files._decoded then decodes each line alone, as
+    ASCII); otherwise the same bytes as without it. Everything else it returns is the same either way."""
+    _need_compiled_split()
+    block = b"\n".join(lines) + (b"\n" if lines and last_newline else b"")
+    terms = tuple(p.terms for p in KIT.signatures.bulk_patterns)
+    as_bytes = scan._bulkscan.split_bulk(block, terms, scan.HEAD_WINDOW)
+    as_text = scan._bulkscan.split_bulk(block, terms, scan.HEAD_WINDOW, limit)
+    kept = as_bytes[1]
+    plain = all(len(line) <= limit and line.isascii() and b"\0" not in line and not line.endswith(b"\r")
+                for line in kept)
+    assert as_text[1] == ([line.decode() for line in kept] if plain else kept)
+    assert (as_text[0], *as_text[2:]) == (as_bytes[0], *as_bytes[2:])
+
+
+@FAST
+@given(st.lists(ODD_LINES, max_size=40), st.booleans())
+def test_the_reader_gives_the_same_lines_with_the_split_compiled_or_in_python(lines, last_newline):
+    """Every line the reader hands the parser, numbered and decoded, or the same refusal, whichever split ran."""
+    _need_compiled_split()
+    path = _file(b"\n".join(lines) + (b"\n" if lines and last_newline else b""))
+
+    def read() -> tuple[list, int] | str:
+        reader = LineReader(open_log(str(path)), KIT.signatures.bulk_patterns)
+        try:
+            return list(reader), reader.result().lines_read
+        except InputError as err:
+            return str(err)
+    try:
+        compiled = read()
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setattr(scan, "_bulkscan", None)
+            assert read() == compiled
+    finally:
+        path.unlink()
+
+
 def test_compiled_bulk_split_refuses_malformed_patterns_with_an_error():
     _need_compiled_split()
     for patterns in [((b"",),), ((b"x", b""),), ((b"x", "text"),), ("not a tuple",)]:

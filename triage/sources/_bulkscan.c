@@ -69,39 +69,71 @@ static int read_patterns(PyObject *patterns, Pattern *out, Py_ssize_t count, con
     return 0;
 }
 
-/* Append the line's index and its bytes to the two columns. */
-static int keep(PyObject *indexes, PyObject *lines, Py_ssize_t index, const char *line, Py_ssize_t len) {
-    PyObject *number = PyLong_FromSsize_t(index);
-    PyObject *text = number ? PyBytes_FromStringAndSize(line, len) : NULL;
-    int failed = !text || PyList_Append(indexes, number) < 0 || PyList_Append(lines, text) < 0;
-    Py_XDECREF(number);
-    Py_XDECREF(text);
-    return failed ? -1 : 0;
+/* A kept line: its place in the block and where its bytes are. */
+typedef struct {
+    Py_ssize_t index, at, len;
+} Kept;
+
+/* Whether the line can be handed on as text, decoded as files._decoded would decode it: ASCII, no NUL, not ending
+ * in a carriage return (a CR LF file), at most `limit` bytes. */
+static int plain_text(const char *line, Py_ssize_t len, Py_ssize_t limit) {
+    if (len > limit || line[len - 1] == '\r')
+        return 0;
+    for (Py_ssize_t i = 0; i < len; i++)
+        if ((unsigned char)line[i] >= 0x80 || line[i] == '\0')
+            return 0;
+    return 1;
+}
+
+/* The two columns of kept lines: their places, and their bytes, or their text where every one of them is plain. */
+static int columns(const char *data, const Kept *kept, Py_ssize_t count, int as_text, PyObject **indexes,
+                   PyObject **lines) {
+    *indexes = PyList_New(count);
+    *lines = PyList_New(count);
+    if (!*indexes || !*lines)
+        return -1;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *index = PyLong_FromSsize_t(kept[k].index);
+        PyObject *line = as_text ? PyUnicode_DecodeASCII(data + kept[k].at, kept[k].len, NULL)
+                                 : PyBytes_FromStringAndSize(data + kept[k].at, kept[k].len);
+        if (!index || !line) {
+            Py_XDECREF(index);
+            Py_XDECREF(line);
+            return -1;
+        }
+        PyList_SET_ITEM(*indexes, k, index);
+        PyList_SET_ITEM(*lines, k, line);
+    }
+    return 0;
 }
 
 PyDoc_STRVAR(split_bulk_doc,
-"split_bulk(block, patterns, window) -> (indexes, lines, line_count, counts, non_empty)\n\n"
+"split_bulk(block, patterns, window, text_limit=0) -> (indexes, lines, line_count, counts, non_empty)\n\n"
 "The lines of `block` (split at b'\\n'; a last newline ends the last line) no pattern claims: each pattern is a\n"
 "tuple (needle, anchor, ...) and claims a line when one of its anchors occurs in the line's first `window`\n"
 "bytes (the needle is a piece of text every anchor holds, b'' for none). A line counts for the first pattern\n"
 "that claims it; empty lines are neither claimed nor kept. `indexes` are the kept lines' places in the block\n"
-"(from 0), `counts` the lines each pattern claimed, `non_empty` one byte per line, 1 where it is not empty.");
+"(from 0), `counts` the lines each pattern claimed, `non_empty` one byte per line, 1 where it is not empty.\n"
+"`lines` are bytes; with a `text_limit`, str where every kept line is ASCII, holds no NUL, does not end in a\n"
+"carriage return and is at most `text_limit` bytes long (what files._decoded decodes line by line).");
 
-static PyObject *split_bulk(PyObject *self, PyObject *args) {
+static PyObject *split_bulk(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer block;
     PyObject *patterns;
-    Py_ssize_t window;
-    if (!PyArg_ParseTuple(args, "y*O!n:split_bulk", &block, &PyTuple_Type, &patterns, &window))
+    Py_ssize_t window, text_limit = 0;
+    if (!PyArg_ParseTuple(args, "y*O!n|n:split_bulk", &block, &PyTuple_Type, &patterns, &window, &text_limit))
         return NULL;
     const char *data = block.buf;
-    Py_ssize_t size = block.len, count = PyTuple_GET_SIZE(patterns), lines_in_block = 0;
-    PyObject *indexes = PyList_New(0), *kept = PyList_New(0), *counts = NULL, *non_empty = NULL, *result = NULL;
+    Py_ssize_t size = block.len, count = PyTuple_GET_SIZE(patterns), lines_in_block = 0, kept_count = 0;
+    PyObject *indexes = NULL, *lines = NULL, *counts = NULL, *non_empty = NULL, *result = NULL;
     Py_ssize_t *claimed = PyMem_Calloc((size_t)count + 1, sizeof(Py_ssize_t));
     Pattern *read = PyMem_Calloc((size_t)count + 1, sizeof(Pattern));
     char *flags = NULL;
-    if (!indexes || !kept || !claimed || !read) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
+    Kept *kept = NULL;
+    Py_ssize_t kept_room = 256;
+    int as_text = text_limit > 0;
+    if (!claimed || !read) {
+        PyErr_NoMemory();
         goto done;
     }
     if (window < 0) {
@@ -110,28 +142,41 @@ static PyObject *split_bulk(PyObject *self, PyObject *args) {
     }
     if (read_patterns(patterns, read, count, data, size) < 0)
         goto done;
-    /* One byte per line at most: a line is at least its newline, but the last may lack it. */
+    /* One byte per line: a line is at least its newline, but the last may lack it. The kept lines grow as found. */
     flags = PyMem_Malloc((size_t)size + 1);
-    if (!flags) {
+    kept = PyMem_Malloc((size_t)kept_room * sizeof(Kept));
+    if (!flags || !kept) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t at = 0; at < size; lines_in_block++) {
         const char *line = data + at;
         const char *end = memchr(line, '\n', (size_t)(size - at));
-        Py_ssize_t len = end ? end - line : size - at;
+        Py_ssize_t len = end ? end - line : size - at, p = 0;
         flags[lines_in_block] = len > 0;
+        if (len) {
+            Py_ssize_t head = len < window ? len : window;
+            while (p < count && !claims(&read[p], line, head))
+                p++;
+            if (p < count) {
+                claimed[p]++;
+            } else {
+                if (kept_count == kept_room) {
+                    Kept *more = PyMem_Realloc(kept, (size_t)(kept_room *= 2) * sizeof(Kept));
+                    if (!more) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    kept = more;
+                }
+                kept[kept_count++] = (Kept){lines_in_block, at, len};
+                as_text = as_text && plain_text(line, len, text_limit);
+            }
+        }
         at += len + 1;
-        if (!len)
-            continue;
-        Py_ssize_t head = len < window ? len : window, p = 0;
-        while (p < count && !claims(&read[p], line, head))
-            p++;
-        if (p < count)
-            claimed[p]++;
-        else if (keep(indexes, kept, lines_in_block, line, len) < 0)
-            goto done;
     }
+    if (columns(data, kept, kept_count, as_text, &indexes, &lines) < 0)
+        goto done;
     counts = PyList_New(count);
     if (!counts)
         goto done;
@@ -143,7 +188,7 @@ static PyObject *split_bulk(PyObject *self, PyObject *args) {
     }
     non_empty = PyBytes_FromStringAndSize(flags, lines_in_block);
     if (non_empty)
-        result = Py_BuildValue("(OOnOO)", indexes, kept, lines_in_block, counts, non_empty);
+        result = Py_BuildValue("(OOnOO)", indexes, lines, lines_in_block, counts, non_empty);
 done:
     for (Py_ssize_t p = 0; read && p < count; p++) {
         PyMem_Free(read[p].anchor);
@@ -152,8 +197,9 @@ done:
     PyMem_Free(read);
     PyMem_Free(claimed);
     PyMem_Free(flags);
+    PyMem_Free(kept);
     Py_XDECREF(indexes);
-    Py_XDECREF(kept);
+    Py_XDECREF(lines);
     Py_XDECREF(counts);
     Py_XDECREF(non_empty);
     PyBuffer_Release(&block);

@@ -19,7 +19,7 @@ import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Sequence, cast
 
 from ..errors import InputError
 from ..vocabulary import MAX_METRICS_BYTES
@@ -347,7 +347,7 @@ def _read_lines(inp: LogInput, split: Split, reading: _Reading) -> Iterator[tupl
             number = 0
             for block in _blocks(text, reading):
                 split = _judged(split, reading, number)
-                numbers, raws, count, tally = split.block(block, number + 1)
+                numbers, raws, count, tally = split.block(block, number + 1, MAX_LINE_BYTES)
                 yield from _decoded(numbers, raws, 0, reading)
                 number += count
                 _tally(reading, tally)
@@ -502,9 +502,11 @@ def _let_go(workers: list[Worker]) -> list[Worker]:
     return []
 
 
-def _decoded(numbers: Sequence[int], raws: Sequence[bytes], base: int, reading: _Reading) -> list[tuple[int, str]]:
+def _decoded(numbers: Sequence[int], raws: Sequence[bytes] | Sequence[str], base: int,
+             reading: _Reading) -> list[tuple[int, str]]:
     """A block's lines to parse, numbered from `base` and decoded, up to MAX_LINES. The usual block (no line
-    too long, no NUL, no carriage return ending a line) is decoded in one step; any other line by line."""
+    too long, no NUL, no carriage return ending a line) is decoded in one step, or came decoded from the
+    compiled split, which decodes only such a block; any other line by line."""
     if not raws:
         return []
     if base:
@@ -512,6 +514,9 @@ def _decoded(numbers: Sequence[int], raws: Sequence[bytes], base: int, reading: 
     if numbers[-1] > MAX_LINES:
         kept = bisect.bisect_right(numbers, MAX_LINES)
         numbers, raws = numbers[:kept], raws[:kept]
+    if isinstance(raws[0], str):
+        return list(zip(numbers, cast("Sequence[str]", raws)))
+    raws = cast("Sequence[bytes]", raws)
     joined = b"\n".join(raws)
     if max(map(len, raws), default=0) <= MAX_LINE_BYTES and b"\x00" not in joined and (
             b"\r" not in joined or (b"\r\n" not in joined and not joined.endswith(b"\r"))):

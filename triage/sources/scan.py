@@ -17,7 +17,7 @@ import itertools
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, cast
 
 try:
     import ahocorasick_rs
@@ -182,33 +182,37 @@ def _automaton(stops: tuple[bytes, ...]) -> Any:
 
 
 class SplitBlock(NamedTuple):
-    """A block split: the lines to parse as two columns (their numbers, their bytes), and the counts."""
+    """A block split: the lines to parse as two columns (their numbers, their bytes or, decoded already, their
+    text), and the counts."""
 
     numbers: list[int]
-    lines: list[bytes]
+    lines: list[bytes] | list[str]
     line_count: int             # lines in the block
     tally: list[int]            # lines each bulk pattern claimed, then, with quiet lines, those set aside
 
 
 def split_block(block: bytes, patterns: Sequence[BulkPattern], first_line: int,
-                quiet: QuietLines | None = None) -> SplitBlock:
+                quiet: QuietLines | None = None, text_limit: int = 0) -> SplitBlock:
     """Split a block of whole lines into the lines to parse and the bulk and quiet lines to count.
 
     The lines to parse are the non-empty ones no pattern claimed within their first HEAD_WINDOW bytes and
     `quiet` did not set aside; a line counts for the first pattern that claims it. `first_line` numbers
     the block's first line. The bulk split is compiled (_bulkscan.c) where it was built, else `_split_bulk`.
+    The lines are bytes; with a `text_limit` (and no quiet lines to test, which reads bytes) the compiled split
+    decodes them where every one is ASCII, holds no NUL, does not end in a carriage return and is at most that
+    long, which is how the reader would decode them.
     """
     if _bulkscan is not None:
         unclaimed, rest, line_count, counts, non_empty = _bulkscan.split_bulk(
-            block, tuple(pattern.terms for pattern in patterns), HEAD_WINDOW)
+            block, tuple(pattern.terms for pattern in patterns), HEAD_WINDOW, 0 if quiet else text_limit)
     else:
         unclaimed, rest, line_count, counts, non_empty = _split_bulk(block, patterns, quiet is not None)
     if quiet is not None:
-        n = len(rest)
-        keep = list(map(operator.not_, quiet.mask(non_empty, unclaimed, rest)))
+        raws = cast("list[bytes]", rest)    # bytes: no text limit is passed with quiet lines to test
+        keep = list(map(operator.not_, quiet.mask(non_empty, unclaimed, raws)))
         unclaimed = list(itertools.compress(unclaimed, keep))
-        rest = list(itertools.compress(rest, keep))
-        counts.append(n - len(rest))
+        rest = list(itertools.compress(raws, keep))
+        counts.append(len(raws) - len(rest))
     return SplitBlock(list(map(first_line.__add__, unclaimed)), rest, line_count, counts)
 
 
@@ -246,8 +250,8 @@ class Split:
     bulk: tuple[BulkPattern, ...]
     quiet: QuietLines | None
 
-    def block(self, block: bytes, first_line: int) -> SplitBlock:
-        return split_block(block, self.bulk, first_line, self.quiet)
+    def block(self, block: bytes, first_line: int, text_limit: int = 0) -> SplitBlock:
+        return split_block(block, self.bulk, first_line, self.quiet, text_limit)
 
     def nothing(self) -> SplitBlock:
         return SplitBlock([], [], 0, [0] * (len(self.bulk) + (self.quiet is not None)))
