@@ -386,12 +386,17 @@ def test_compiled_bulk_split_gives_what_the_python_one_gives(groups, lines, last
 
 ODD_LINES = st.one_of(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b" ")),
                      st.sampled_from([b"ab\r", b"a\rb", b"a\x00b", "d\u00e9j\u00e0".encode(), b"\xff\xfe", b"x" * 41,
-                                      b"Received request r1: prompt: 'a'", b"plain ASCII"]))
+                                      b"Received request r1: prompt: 'a'", b"plain ASCII",
+                                      "Received request r2: prompt: 'd\u00e9j\u00e0'".encode(),    # set aside
+                                      "0123456\u00e9".encode(), "abcdefghijklmnop\u20ac".encode(),
+                                      b"0123456\xffabcdefgh"]))
 
 
 @FAST
 @given(st.lists(ODD_LINES, max_size=12), st.booleans(), st.integers(1, 40))
 @example([b"plain", b"ab\r"], True, 40)
+@example([b"plain", "Received request r2: prompt: 'd\u00e9j\u00e0'".encode()], True, 40)  # text: the odd line is bulk
+@example([b"0123456\xffabcdefgh"], False, 40)      # the odd byte is the last of an eight
 def test_compiled_split_decodes_a_block_only_where_the_reader_would_decode_it_alike(lines, last_newline, limit):
     """With a text limit the compiled split hands on text only when every kept line is ASCII, has no NUL, does
     not end in a carriage return and is within the limit (files._decoded then decodes each line alone, as

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE             /* memmem */
 #endif
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef struct {
@@ -74,15 +75,26 @@ typedef struct {
     Py_ssize_t index, at, len;
 } Kept;
 
+/* Whether every byte is below 0x80, eight at a time. */
+static int ascii_only(const char *bytes, Py_ssize_t len) {
+    uint64_t seen = 0, word;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&word, bytes + i, 8);
+        seen |= word;
+    }
+    for (; i < len; i++)
+        seen |= (unsigned char)bytes[i];
+    return (seen & 0x8080808080808080ULL) == 0;
+}
+
 /* Whether the line can be handed on as text, decoded as files._decoded would decode it: ASCII, no NUL, not ending
- * in a carriage return (a CR LF file), at most `limit` bytes. */
-static int plain_text(const char *line, Py_ssize_t len, Py_ssize_t limit) {
+ * in a carriage return (a CR LF file), at most `limit` bytes. `clean`: the whole block is ASCII without a NUL, so
+ * only the ending and the length are left to check. */
+static int plain_text(const char *line, Py_ssize_t len, Py_ssize_t limit, int clean) {
     if (len > limit || line[len - 1] == '\r')
         return 0;
-    for (Py_ssize_t i = 0; i < len; i++)
-        if ((unsigned char)line[i] >= 0x80 || line[i] == '\0')
-            return 0;
-    return 1;
+    return clean || (ascii_only(line, len) && !memchr(line, '\0', (size_t)len));
 }
 
 /* The two columns of kept lines: their places, and their bytes, or their text where every one of them is plain. */
@@ -94,8 +106,10 @@ static int columns(const char *data, const Kept *kept, Py_ssize_t count, int as_
         return -1;
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *index = PyLong_FromSsize_t(kept[k].index);
-        PyObject *line = as_text ? PyUnicode_DecodeASCII(data + kept[k].at, kept[k].len, NULL)
+        PyObject *line = as_text ? PyUnicode_New(kept[k].len, 127)     /* ASCII, checked: copied as it is */
                                  : PyBytes_FromStringAndSize(data + kept[k].at, kept[k].len);
+        if (line && as_text)
+            memcpy(PyUnicode_1BYTE_DATA(line), data + kept[k].at, (size_t)kept[k].len);
         if (!index || !line) {
             Py_XDECREF(index);
             Py_XDECREF(line);
@@ -131,7 +145,7 @@ static PyObject *split_bulk(PyObject *Py_UNUSED(module), PyObject *args) {
     char *flags = NULL;
     Kept *kept = NULL;
     Py_ssize_t kept_room = 256;
-    int as_text = text_limit > 0;
+    int as_text = text_limit > 0, clean = 0;
     if (!claimed || !read) {
         PyErr_NoMemory();
         goto done;
@@ -142,6 +156,7 @@ static PyObject *split_bulk(PyObject *Py_UNUSED(module), PyObject *args) {
     }
     if (read_patterns(patterns, read, count, data, size) < 0)
         goto done;
+    clean = as_text && ascii_only(data, size) && !memchr(data, '\0', (size_t)size);
     /* One byte per line: a line is at least its newline, but the last may lack it. The kept lines grow as found. */
     flags = PyMem_Malloc((size_t)size + 1);
     kept = PyMem_Malloc((size_t)kept_room * sizeof(Kept));
@@ -170,7 +185,7 @@ static PyObject *split_bulk(PyObject *Py_UNUSED(module), PyObject *args) {
                     kept = more;
                 }
                 kept[kept_count++] = (Kept){lines_in_block, at, len};
-                as_text = as_text && plain_text(line, len, text_limit);
+                as_text = as_text && plain_text(line, len, text_limit, clean);
             }
         }
         at += len + 1;
