@@ -756,6 +756,10 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
 @example([(n, f"INFO 08-06 10:12:{n:02d} metrics.py:351] Avg prompt throughput: 1.0 tokens/s, Avg generation "
               f"throughput: 2.0 tokens/s, Running: 9 reqs, Swapped: {n % 2} reqs, Pending: 0 reqs, GPU KV cache usage: "
               "99.0%, CPU KV cache usage: 1.0%.") for n in range(1, 9)], 4096)    # V0: swapped out, none pending, full
+@example([(n, f"INFO 08-06 10:12:{n:02d} metrics.py:351] Avg prompt throughput: 1.0 tokens/s, Avg generation "
+              f"throughput: 2.0 tokens/s, Running: {'9' * 17 if n == 8 else n} reqs, Swapped: 0 reqs, Pending: 0 reqs, "
+              f"GPU KV cache usage: {'9999999.9' if n == 5 else f'{90 + n}.0'}%, CPU KV cache usage: 1.0%.")
+          for n in range(1, 9)], 4096)      # numbers out of range: the last line's Running, one line's KV usage
 def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(lines, batch):
     """Folding a run of stats lines gives the event merge_stats makes of the lines parsed one by one, and every
     other event, the coverage and the unrecognised lines as parsing them all does, however the lines are

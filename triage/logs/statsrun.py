@@ -339,31 +339,34 @@ class _Run:
         fields = shape.fields_from(last.fields(text))     # the last line's own fields, as the parser reads them
         best = count - 1
         if count > 1:
-            plan = shape.summed_plan
+            values: dict[str, list[Any]] = {}
             columns = itertools.islice(zip(*self.rows), _ROW_PREFIX, None)
-            values = {key: list(map(value_of, column)) for (key, value_of, _), column in zip(plan, columns)}
-            for key, _, peak in plan:
-                if peak:
-                    present = _present(values[key])
-                    if present:
-                        fields[key] = max(present)
-            absent = [None] * count
-            kv = values.get("kv_usage", absent)
-            if None in kv:
+            for (key, value_of, peak), column in zip(shape.summed_plan, columns):
+                values[key] = converted = list(map(value_of, column))
+                top = _peak(converted) if peak else None
+                if top is not None:
+                    fields[key] = top
+            kv = values.get("kv_usage")
+            if kv is None:
+                kv = [0.0] * count
+            elif None in kv:
                 kv = [0.0 if v is None else v for v in kv]
-                fullest = max(kv)
-            else:
-                fullest = fields["kv_usage"]        # the peak just taken
-            full = list(map(KV_SATURATED.__le__, kv))
-            waiting, swapped = values.get("waiting", absent), values.get("swapped", absent)
-            queued = map(operator.or_, map(bool, waiting), map(bool, swapped))
+            fullest = max(kv)
             fields["intervals"] = count
             fields["kv_usage_sum"] = sum(kv)
-            fields["saturated"] = sum(full)
-            fields["saturated_queue"] = sum(map(operator.and_, full, queued))
-            preempted = _present(values.get("preemptions", ()))
-            if preempted:
-                fields["preemptions"] = sum(preempted)
+            if fullest < KV_SATURATED:          # no line saturated: no line to count
+                fields["saturated"] = fields["saturated_queue"] = 0
+            else:
+                absent = [None] * count
+                full = list(map(KV_SATURATED.__le__, kv))
+                queued = map(operator.or_, map(bool, values.get("waiting", absent)),
+                             map(bool, values.get("swapped", absent)))
+                fields["saturated"] = sum(full)
+                fields["saturated_queue"] = sum(map(operator.and_, full, queued))
+            if "preemptions" in values:
+                preempted = _present(values["preemptions"])
+                if preempted:
+                    fields["preemptions"] = sum(preempted)
             best -= kv[::-1].index(fullest)      # merge_stats: the later line unless an earlier had more
         source = SourceRef(name, self.numbers[best], self.texts[best], self.templates[best].span)
         date, time = last.when(text)
@@ -374,6 +377,15 @@ class _Run:
 def _put(target: Any, indexes: Iterable[int], values: Iterable[Any]) -> None:
     """target[i] = v for each index and value in step, the loop in C."""
     collections.deque(map(target.__setitem__, indexes, values), maxlen=0)
+
+
+def _peak(values: list[Any]) -> Any:
+    """The largest of the values that are there (None when none is). max fails on a None among two values or
+    more, so a field every line has is taken in one step."""
+    try:
+        return max(values)
+    except TypeError:
+        return max(_present(values), default=None)
 
 
 def _present(values: Sequence[Any]) -> Sequence[Any]:
