@@ -348,10 +348,12 @@ class _Run:
                     fields[key] = top
             kv = values.get("kv_usage")
             if kv is None:
-                kv = [0.0] * count
+                kv, fullest = [0.0] * count, 0.0
             elif None in kv:
                 kv = [0.0 if v is None else v for v in kv]
-            fullest = max(kv)
+                fullest = max(kv)
+            else:
+                fullest = fields["kv_usage"]        # the peak just taken
             fields["intervals"] = count
             fields["kv_usage_sum"] = sum(kv)
             if fullest < KV_SATURATED:          # no line saturated: no line to count

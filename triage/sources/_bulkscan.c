@@ -3,9 +3,9 @@
  * A busy server's log is 99 % request and access lines. In Python every line of a block becomes a bytes object
  * (bytes.split) before a regex searches its head, and that is most of the cost of a 1 GiB log. Here the block is
  * walked once: memchr finds each line's end, memmem looks for each pattern's shared piece and then its anchors in
- * the line's first `window` bytes, and only the lines left for the parser become objects. scan.py keeps the same
- * split in Python for a machine where this did not build; tests/test_properties.py holds the two to the same
- * answer on drawn blocks.
+ * the line's first `window` bytes, and only the lines left for the parser become objects (text where the reader
+ * would decode every one of them alike, else bytes). scan.py keeps the same split in Python for a machine where
+ * this did not build; tests/test_properties.py holds the two to the same answer on drawn blocks.
  */
 #define PY_SSIZE_T_CLEAN
 #ifndef _GNU_SOURCE
