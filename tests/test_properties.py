@@ -760,6 +760,11 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
               f"throughput: 2.0 tokens/s, Running: {'9' * 17 if n == 8 else n} reqs, Swapped: 0 reqs, Pending: 0 reqs, "
               f"GPU KV cache usage: {'9999999.9' if n == 5 else f'{90 + n}.0'}%, CPU KV cache usage: 1.0%.")
           for n in range(1, 9)], 4096)      # numbers out of range: the last line's Running, one line's KV usage
+@example([(n, _STATS_LINE) for n in range(1, 5)] + [(5, STATS_OTHER[4]), (6, _STATS_LINE.replace("4.0%", "99.0%"))]
+         + [(n, _STATS_LINE) for n in range(7, 13)], 3)   # a batch of stats lines after a collector's partial line
+@example([(n, _STATS_LINE.replace("1.0 tokens/s", ("1" * 400 if n == 6 else "1") + ".0 tokens/s")
+               .replace("usage: 4.0%", "usage: 99.0%" if n == 6 else "usage: 4.0%")) for n in range(1, 13)],
+         3)                                 # the fullest line too long to fold: evidence is cut at 600 characters
 def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(lines, batch):
     """Folding a run of stats lines gives the event merge_stats makes of the lines parsed one by one, and every
     other event, the coverage and the unrecognised lines as parsing them all does, however the lines are

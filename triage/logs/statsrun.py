@@ -216,9 +216,16 @@ class _Folder:
         stats line or follows a gap (it is not the line's wrapped tail or split end), it is short, and it holds
         no other anchor and nothing redaction could touch."""
         mine = found[:decided]
-        after_stats = list(map(operator.and_, mine, [self.previous_found, *mine[:-1]]))
+        previous_found = self.previous_found
         seen, self.seen = self.seen, self.seen + sum(mine)
-        self.previous_found = mine[-1] if mine else self.previous_found
+        self.previous_found = mine[-1] if mine else previous_found
+        if previous_found and seen >= self.after and all(found) and max(map(len, texts)) <= MAX_LINE_CHARS:
+            # The usual batch: every line a stats line past the cap, the one before the batch and the one after
+            # it too, none too long. Only the anchor and redaction checks are left to ask.
+            plain = self._plain(texts[:decided], rows[:decided], templates[:decided],
+                                None if forms is None else forms[:decided])
+            return bytes(plain)
+        after_stats = list(map(operator.and_, mine, [previous_found, *mine[:-1]]))
         if self.seen <= self.after or not any(after_stats):      # the file's first stats lines, or lone ones
             return bytes(decided)
         if seen >= self.after:
@@ -238,8 +245,6 @@ class _Folder:
                             list(itertools.compress(templates, candidates)),
                             None if forms is None else list(itertools.compress(forms, candidates)))
         fold_them = list(map(operator.and_, plain, itertools.compress(next_ok, candidates)))
-        if len(fold_them) == decided and all(fold_them):      # the usual batch: every line decided is folded
-            return b"\x01" * decided
         mask = bytearray(decided)
         _put(mask, itertools.compress(itertools.compress(range(decided), candidates), fold_them), itertools.repeat(1))
         return bytes(mask)
