@@ -762,6 +762,11 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
           for n in range(1, 9)], 4096)      # numbers out of range: the last line's Running, one line's KV usage
 @example([(n, _STATS_LINE) for n in range(1, 5)] + [(5, STATS_OTHER[4]), (6, _STATS_LINE.replace("4.0%", "99.0%"))]
          + [(n, _STATS_LINE) for n in range(7, 13)], 3)   # a batch of stats lines after a collector's partial line
+@example([(n, _STATS_LINE) for n in range(1, 11)] + [(11, STATS_OTHER[4]), (12, _STATS_LINE.replace("4.0%", "99.0%"))]
+         + [(n, _STATS_LINE) for n in range(13, 21)], 8)   # ... and inside a batch, after a lone partial line
+@example([(n, _STATS_LINE) for n in range(1, 11)] + [(11, STATS_OTHER[2]), (12, STATS_OTHER[3])]
+         + [(n, _STATS_LINE) for n in range(14, 21)], 8)   # wrapped tails right after a stats line, then a gap
+@example([(n, _STATS_LINE if n < 6 or n > 25 else STATS_OTHER[0]) for n in range(1, 41)], 4096)  # many others
 @example([(n, _STATS_LINE.replace("1.0 tokens/s", ("1" * 400 if n == 6 else "1") + ".0 tokens/s")
                .replace("usage: 4.0%", "usage: 99.0%" if n == 6 else "usage: 4.0%")) for n in range(1, 13)],
          3)                                 # the fullest line too long to fold: evidence is cut at 600 characters

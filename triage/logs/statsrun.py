@@ -38,6 +38,7 @@ FOLD_LINES = 32                 # lines per folded event: the timeline keeps 400
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
 BATCH_LINES = 512               # lines tested together: spreads the per-batch steps, small enough for the cache
 MAX_FORMS = 4096                # digit forms kept per file (a stats log's lines take a few hundred)
+FEW_HOLES = 16                  # lines of a batch left out, up to which values are put back in slices
 _Item = tuple[int, str]
 _Row = tuple[str, ...]          # a stats line's name, pid, file, then its summed fields; "" where a group took no part
 _ROW_PREFIX = 3                 # the name, pid and file that lead a row
@@ -149,9 +150,8 @@ class _Folder:
         if all(found):                  # the usual batch of a stats log: every line is a stats line
             rows = list(map(operator.call, map(_ROW, templates), texts))
         else:
-            rows = [None] * len(texts)
-            _put(rows, itertools.compress(range(len(texts)), found),
-                 map(operator.call, map(_ROW, itertools.compress(templates, found)), itertools.compress(texts, found)))
+            rows = _scattered(found, list(map(operator.call, map(_ROW, itertools.compress(templates, found)),
+                                              itertools.compress(texts, found))))
         foldable = self._foldable(window, texts, found, rows, templates, forms, decided)
         out: list[_Item | StatsRun] = []
         at = 0
@@ -182,23 +182,14 @@ class _Folder:
         joined = "\n".join(held)
         forms = joined.encode().translate(DIGITS_AS_ZERO).split(b"\n") if joined.isascii() else []
         if len(forms) != len(held):                 # not all ASCII: matched line by line
-            return self._scattered(holding, list(map(self._template_of, held))), None
+            return _scattered(holding, list(map(self._template_of, held))), None
         if len(self.templates) > MAX_FORMS:
             self.templates.clear()
             self.only_anchor.clear()
         answer_new_keys(self.templates, forms, held, self._template_of)
         found = list(map(self.templates.__getitem__, forms))
         digit_free = not any(anchor in joined for anchor in self.signatures.digit_anchors)
-        return self._scattered(holding, found), self._scattered(holding, forms) if digit_free else None
-
-    @staticmethod
-    def _scattered(holding: list[bool], values: list[Any]) -> list[Any]:
-        """`values`, one for each line holding the anchor, at their lines' places; None at the others."""
-        if len(values) == len(holding):
-            return values
-        out: list[Any] = [None] * len(holding)
-        _put(out, itertools.compress(range(len(holding)), holding), values)
-        return out
+        return _scattered(holding, found), _scattered(holding, forms) if digit_free else None
 
     def _template_of(self, text: str) -> _Template | None:
         for shape in self.signatures.stats_lines:
@@ -219,12 +210,8 @@ class _Folder:
         previous_found = self.previous_found
         seen, self.seen = self.seen, self.seen + sum(mine)
         self.previous_found = mine[-1] if mine else previous_found
-        if previous_found and seen >= self.after and all(found) and max(map(len, texts)) <= MAX_LINE_CHARS:
-            # The usual batch: every line a stats line past the cap, the one before the batch and the one after
-            # it too, none too long. Only the anchor and redaction checks are left to ask.
-            plain = self._plain(texts[:decided], rows[:decided], templates[:decided],
-                                None if forms is None else forms[:decided])
-            return bytes(plain)
+        if seen >= self.after and found.count(False) <= FEW_HOLES and max(map(len, texts)) <= MAX_LINE_CHARS:
+            return self._usual(window, texts, found, rows, templates, forms, decided, previous_found)
         after_stats = list(map(operator.and_, mine, [previous_found, *mine[:-1]]))
         if self.seen <= self.after or not any(after_stats):      # the file's first stats lines, or lone ones
             return bytes(decided)
@@ -247,6 +234,26 @@ class _Folder:
         fold_them = list(map(operator.and_, plain, itertools.compress(next_ok, candidates)))
         mask = bytearray(decided)
         _put(mask, itertools.compress(itertools.compress(range(decided), candidates), fold_them), itertools.repeat(1))
+        return bytes(mask)
+
+    def _usual(self, window: Sequence[_Item], texts: list[str], found: list[bool], rows: list[Any],
+               templates: list[Any], forms: list[Any] | None, decided: int, previous_found: bool) -> bytes:
+        """`_foldable` for the usual batch: past the cap, none too long, and a few lines at most that are no
+        stats line (the holes), a warning now and then. A stats line then folds unless the line before it is a
+        hole, or the line after it is one and follows it with no gap, and it passes `_plain`, which is asked of
+        every stats line decided, on slices rather than compressed lists."""
+        holes = _holes(found)
+        plain = self._plain(_without(texts[:decided], holes), _without(rows[:decided], holes),
+                            _without(templates[:decided], holes),
+                            None if forms is None else _without(forms[:decided], holes))
+        mask = bytearray(_scattered(found[:decided], plain, False))
+        for hole in holes:
+            if 0 < hole <= decided and window[hole][0] == window[hole - 1][0] + 1:
+                mask[hole - 1] = 0          # the next line, no stats line, could be its wrapped tail
+            if hole + 1 < decided:
+                mask[hole + 1] = 0          # the line before, no stats line, could be a partial line it ends
+        if decided and not previous_found:
+            mask[0] = 0
         return bytes(mask)
 
     def _plain(self, texts: list[str], rows: list[Any], templates: list[Any], forms: list[Any] | None) -> list[bool]:
@@ -379,6 +386,52 @@ class _Run:
         date, time = last.when(text)
         return StatsRun(shape.signature.id, fields, self.process, last.level, f"{date} {time}", source,
                         self.numbers[-1], count)
+
+
+def _scattered(chosen: list[bool], values: list[Any], other: Any = None) -> list[Any]:
+    """`values`, one for each chosen line, at their lines' places; `other` at the others. A stats batch has few
+    others (a warning now and then): the values then go in slices between them."""
+    if len(values) == len(chosen):
+        return values
+    if len(chosen) - len(values) > FEW_HOLES:
+        out: list[Any] = [other] * len(chosen)
+        _put(out, itertools.compress(range(len(chosen)), chosen), values)
+        return out
+    out, taken, start = [], 0, 0
+    for hole in _holes(chosen):
+        out += values[taken:taken + hole - start]
+        out.append(other)
+        taken += hole - start
+        start = hole + 1
+    out += values[taken:]
+    return out
+
+
+def _without(values: list[Any], holes: list[int]) -> list[Any]:
+    """`values` less those at the places `holes` (rising; one past the end, the window's undecided line, is no
+    value to leave out), in slices."""
+    if not holes:
+        return values
+    out: list[Any] = []
+    start = 0
+    for hole in holes:
+        out += values[start:hole]
+        start = hole + 1
+    out += values[start:]
+    return out
+
+
+def _holes(chosen: list[bool]) -> list[int]:
+    """The places of the lines not chosen, each found by one search in C."""
+    holes: list[int] = []
+    at = 0
+    try:
+        while True:
+            at = chosen.index(False, at)
+            holes.append(at)
+            at += 1
+    except ValueError:
+        return holes
 
 
 def _put(target: Any, indexes: Iterable[int], values: Iterable[Any]) -> None:
