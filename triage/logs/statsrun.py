@@ -246,7 +246,7 @@ class _Folder:
         plain = self._plain(_without(texts[:decided], holes), _without(rows[:decided], holes),
                             _without(templates[:decided], holes),
                             None if forms is None else _without(forms[:decided], holes))
-        mask = bytearray(_scattered(found[:decided], plain, False))
+        mask = bytearray(_put_back(plain, holes, False)[:decided])     # a hole at `decided` is the undecided line
         for hole in holes:
             if 0 < hole <= decided and window[hole][0] == window[hole - 1][0] + 1:
                 mask[hole - 1] = 0          # the next line, no stats line, could be its wrapped tail
@@ -397,12 +397,17 @@ def _scattered(chosen: list[bool], values: list[Any], other: Any = None) -> list
         out: list[Any] = [other] * len(chosen)
         _put(out, itertools.compress(range(len(chosen)), chosen), values)
         return out
-    out, taken, start = [], 0, 0
-    for hole in _holes(chosen):
-        out += values[taken:taken + hole - start]
+    return _put_back(values, _holes(chosen), other)
+
+
+def _put_back(values: list[Any], holes: list[int], other: Any) -> list[Any]:
+    """`values` with `other` put in at the places `holes` (rising), in slices: what `_without` took out."""
+    out: list[Any] = []
+    taken = 0
+    for placed, hole in enumerate(holes):
+        out += values[taken:hole - placed]
         out.append(other)
-        taken += hole - start
-        start = hole + 1
+        taken = hole - placed
     out += values[taken:]
     return out
 
