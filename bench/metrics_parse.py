@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Time vtriage's /metrics parse against prometheus-client's bare parse of the same text, in-process.
 
-Both read the text already in memory, alternately, --repeat times per snapshot; the medians count.
-Then the snapshots are read the way `vtriage --metrics A --metrics B --metrics C` reads them and
-the memory still held afterwards is measured (tracemalloc). Prints one JSON object.
+Both read the text already in memory, alternately, --repeat times for each of the first --timed snapshots;
+the medians count. Then the first three snapshots, and all of them, are read the way `vtriage --metrics A
+--metrics B ... --interval 15` reads them, and the memory still held afterwards is measured (tracemalloc):
+what a further snapshot costs. Prints one JSON object.
 
-usage: python bench/metrics_parse.py [--repeat 3] SNAPSHOT.prom...
+usage: python bench/metrics_parse.py [--repeat 3] [--timed 3] SNAPSHOT.prom...
 """
 from __future__ import annotations
 
@@ -25,17 +26,31 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from triage.metrics.inputs import read_files  # noqa: E402
 from triage.metrics.parse import parse_exposition  # noqa: E402
+from triage.redact import Redactor  # noqa: E402
+
+
+def _held(paths: list[str]) -> dict:
+    """Samples and memory held once `paths` are read as the command line reads them."""
+    gc.collect()
+    tracemalloc.start()
+    read = read_files(paths, 15.0, Redactor())      # the command line's redaction, by default
+    gc.collect()
+    retained = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return {"snapshots": len(paths), "samples": len(read.samples), "retained_mib": round(retained / 2**20, 1)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--timed", type=int, default=3, help="how many of the snapshots to time the parse on")
     parser.add_argument("snapshots", nargs="+")
     args = parser.parse_args()
-    texts = [Path(p).read_text() for p in args.snapshots]
+    timed = args.snapshots[:args.timed]
+    texts = [Path(p).read_text() for p in timed]
     ours, bare = [], []
     for _ in range(args.repeat):
-        for name, text in zip(args.snapshots, texts):
+        for name, text in zip(timed, texts):
             gc.collect()
             start = time.process_time()
             list(text_string_to_metric_families(text))
@@ -45,16 +60,13 @@ def main() -> None:
             parse_exposition(text, name)
             ours.append(time.process_time() - start)
     del texts
-    gc.collect()
-    tracemalloc.start()
-    read = read_files(args.snapshots, 15.0)
-    gc.collect()
-    retained = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
+    held = [_held(args.snapshots[:3]), _held(args.snapshots)]
+    further = len(args.snapshots) - 3
     vtriage_s, bare_s = statistics.median(ours), statistics.median(bare)
     print(json.dumps({"vtriage_s": round(vtriage_s, 4), "bare_s": round(bare_s, 4),
-                      "ratio": round(vtriage_s / bare_s, 2), "samples": len(read.samples),
-                      "retained_mib": round(retained / 2**20, 1)}))
+                      "ratio": round(vtriage_s / bare_s, 2), "held": held,
+                      "mib_per_snapshot": round((held[1]["retained_mib"] - held[0]["retained_mib"]) / further, 2)
+                      if further > 0 else None}))
 
 
 if __name__ == "__main__":

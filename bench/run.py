@@ -7,6 +7,7 @@ Inputs (generated once into --work and reused; bench/make_log.py, bench/make_met
   stats-v0  128 MiB of V0 stats lines (`Avg prompt throughput ...`, the old prefix)
   debug     128 MiB of VLLM_LOGGING_LEVEL=DEBUG output
   metrics   three 23k-line /metrics snapshots of one server (--metrics A --metrics B --metrics C)
+  metrics-12  twelve such snapshots, the first three those above: memory per further snapshot
   scrape    the same three snapshots served on 127.0.0.1 and scraped live (--metrics-url, 3 samples)
   startup   `vtriage --version` and a 20-line log
 
@@ -63,7 +64,8 @@ from triage.sources import scan  # noqa: E402
 import make_log  # noqa: E402
 import make_metrics  # noqa: E402
 
-INPUTS = ("serving", "stats-v1", "stats-v0", "debug", "metrics", "scrape", "startup")
+INPUTS = ("serving", "stats-v1", "stats-v0", "debug", "metrics", "metrics-12", "scrape", "startup")
+MANY_SNAPSHOTS = 12
 
 
 def _tree_rss_kib(pid: int) -> int:
@@ -208,20 +210,23 @@ def main() -> None:
         lines = sum(block.count(b"\n") for block in iter(functools.partial(open(path, "rb").read, 1 << 24), b""))
         about[kind] = f"{path.stat().st_size / 2**20:,.0f} MiB, {lines:,} lines"
         cases[kind] = {"vtriage": [vtriage, "--format", "json", str(path)], **baselines([path], log_ere, log_fixed)}
-    snapshots: list[Path] = []
-    if {"metrics", "scrape"} & set(only):
+    many: list[Path] = []
+    if {"metrics", "metrics-12", "scrape"} & set(only):
         prefix = work / f"metrics-{args.engines}e"
-        if not (work / f"metrics-{args.engines}e.done").exists():
-            make_metrics.write(str(prefix), 3, args.engines, 1)
-            (work / f"metrics-{args.engines}e.done").write_text("ok\n")
-        snapshots = [Path(f"{prefix}-{i}.prom") for i in (1, 2, 3)]
-        lines = [p.read_bytes().count(b"\n") for p in snapshots]
-        about["metrics"] = f"3 snapshots of {', '.join(f'{n:,}' for n in lines)} lines"
-    if "metrics" in only:
-        cases["metrics"] = {"vtriage": [vtriage, "--format", "json",
-                                        *[a for p in snapshots for a in ("--metrics", str(p))],
-                                        "--interval", "15"],
-                            **baselines(snapshots, metric_ere, metric_fixed)}
+        stamp = work / f"metrics-{args.engines}e-x{MANY_SNAPSHOTS}.done"
+        if not stamp.exists():
+            make_metrics.write(str(prefix), MANY_SNAPSHOTS, args.engines, 1)
+            stamp.write_text("ok\n")
+        many = [Path(f"{prefix}-{i}.prom") for i in range(1, MANY_SNAPSHOTS + 1)]
+        lines = [p.read_bytes().count(b"\n") for p in many]
+        about["metrics"] = f"3 snapshots of {', '.join(f'{n:,}' for n in lines[:3])} lines"
+        about["metrics-12"] = f"{MANY_SNAPSHOTS} snapshots of {min(lines):,} to {max(lines):,} lines"
+    snapshots = many[:3]
+    for kind, given in (("metrics", snapshots), ("metrics-12", many)):
+        if kind in only:
+            cases[kind] = {"vtriage": [vtriage, "--format", "json", *[a for p in given for a in ("--metrics", str(p))],
+                                       "--interval", "15"],
+                           **baselines(given, metric_ere, metric_fixed)}
     server = None
     if "scrape" in only:
         server, url = _serve(snapshots)
@@ -259,7 +264,7 @@ def main() -> None:
     parse = None
     if "metrics" in only:
         parse = json.loads(subprocess.run([sys.executable, str(HERE / "metrics_parse.py"), "--repeat",
-                                           str(max(3, args.repeat)), *map(str, snapshots)],
+                                           str(max(3, args.repeat)), "--timed", "3", *map(str, many)],
                                           check=True, capture_output=True, text=True).stdout)
 
     print(f"{platform.node() or 'this machine'}: {os.cpu_count()} CPUs, {platform.python_implementation()} "
@@ -296,8 +301,11 @@ def main() -> None:
     if parse is not None:
         figures["metrics"]["parse"] = parse
         print(f"\nmetrics parse, in-process, per snapshot (median): vtriage {parse['vtriage_s']:.3f} s, "
-              f"prometheus-client bare parse {parse['bare_s']:.3f} s: {parse['ratio']:.2f}x; samples kept "
-              f"{parse['samples']:,}, memory after three snapshots {parse['retained_mib']:.1f} MiB")
+              f"prometheus-client bare parse {parse['bare_s']:.3f} s: {parse['ratio']:.2f}x")
+        for held in parse["held"]:
+            print(f"  {held['snapshots']:>2} snapshots read: {held['samples']:,} samples held, "
+                  f"{held['retained_mib']:.1f} MiB")
+        print(f"  memory per further snapshot: {parse['mib_per_snapshot']:.2f} MiB")
     if args.json:
         Path(args.json).write_text(json.dumps({"cpus": os.cpu_count(), "python": platform.python_version(),
                                                "repeat": args.repeat, "load_before": load_before,

@@ -30,10 +30,11 @@ def table(data: dict) -> str:
                          "included.")
     parse = data["runs"].get("metrics", {}).get("parse")
     if parse:
+        held = "; ".join(f"{h['snapshots']} snapshots read, {h['samples']:,} samples and {h['retained_mib']:.1f} MiB "
+                         "held" for h in parse["held"])
         notes.append(f"/metrics parse in-process, per 23k-line snapshot: vtriage {parse['vtriage_s']:.3f} s, "
-                     f"prometheus-client's bare parse {parse['bare_s']:.3f} s: **{parse['ratio']:.2f}x**; "
-                     f"{parse['samples']:,} samples kept from three snapshots, {parse['retained_mib']:.1f} MiB held "
-                     "afterwards (tracemalloc).")
+                     f"prometheus-client's bare parse {parse['bare_s']:.3f} s: **{parse['ratio']:.2f}x**. {held} "
+                     f"afterwards (tracemalloc): **{parse['mib_per_snapshot']:.2f} MiB** a further snapshot.")
     if "compiled_split" in data:
         notes.append("The bulk split ran " + ("compiled (`triage/sources/_bulkscan.c`)." if data["compiled_split"]
                                               else "in Python: `triage/sources/_bulkscan.c` was not built."))

@@ -166,6 +166,97 @@ def test_files_are_timed_by_their_mtime(tmp_path):
     assert "modification times" in data["facts"]["metrics_window_seconds"]["note"]
 
 
+# --- thinning: many snapshots held for what their gauges cost (metrics/thinning.py) ----------------
+
+def _server(scrape: int, engines: int = 4) -> str:
+    """One exposition of a server with `engines` engines, a scrape later than the one before."""
+    lines = []
+    for e in range(engines):
+        labels = f'engine="{e}",model_name="m"'
+        lines += [f"vllm:kv_cache_usage_perc{{{labels}}} {0.5 + 0.1 * (scrape % 5)}",
+                  f"vllm:num_requests_running{{{labels}}} {scrape % 7}",
+                  f"vllm:num_preemptions_total{{{labels}}} {3 * scrape}",
+                  f"vllm:prompt_tokens_total{{{labels}}} {1000 * scrape}"]
+        lines += [f'vllm:e2e_request_latency_seconds_bucket{{{labels},le="{bound}"}} {(b + 1) * scrape}'
+                  for b, bound in enumerate(("0.1", "1.0", "10.0", "+Inf"))]
+        lines += [f"vllm:e2e_request_latency_seconds_count{{{labels}}} {4 * scrape}",
+                  f"vllm:e2e_request_latency_seconds_sum{{{labels}}} {0.7 * scrape}"]
+    return "\n".join(lines) + "\n"
+
+
+def _saved(tmp_path, bodies, apart: float = 15.0):
+    """The bodies saved as files whose modification times are `apart` seconds apart, as scrapes saved them."""
+    paths = []
+    for i, body in enumerate(bodies):
+        path = tmp_path / f"m{i}.prom"
+        path.write_text(body)
+        os.utime(path, (1_764_500_000 + apart * i, 1_764_500_000 + apart * i))
+        paths.append(str(path))
+    return paths
+
+
+def test_many_snapshots_hold_their_gauges_and_the_ends_of_their_counters(tmp_path):
+    """Twelve snapshots: the ten in the middle keep only their gauges, the preemption counter the timeline
+    shows per scrape, and sums that are not whole numbers; each sample kept stands for those thinned before it,
+    so the counts read are what they were."""
+    from triage.metrics.inputs import read_files
+    from triage.redact import Redactor
+    paths = _saved(tmp_path, [_server(i) for i in range(12)])
+    thinned, whole = read_files(paths, None, Redactor()), read_files(paths, None, None)
+    assert len(whole.samples) == 12 * 4 * 10
+    middle = {s.name for s in thinned.samples if 0 < s.scrape < 11}
+    assert middle == {"vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_preemptions_total",
+                      "vllm:e2e_request_latency_seconds_sum"}
+    assert len(thinned.samples) == 2 * 4 * 10 + 10 * 4 * 4
+    assert sum(s.stands_for for s in thinned.samples) == len(whole.samples)
+    assert thinned.inputs == whole.inputs and thinned.inputs[0].vllm_lines == 40
+    facts = [extract_metric_facts(read.samples, read.origin.ordering) for read in (thinned, whole)]
+    assert facts[0] == facts[1] and facts[0]["vllm_lines"].value == 480
+    assert facts[0]["e2e_latency_p50_seconds"].value == whole_quantile(whole.samples)
+
+
+def whole_quantile(samples):
+    """The p50 of the latency histogram over the window, from every sample: the increase of each bucket."""
+    from triage.metrics.series import histogram_window
+    observed = histogram_window(samples, "vllm:e2e_request_latency_seconds")
+    return round(histogram_quantile(0.5, observed.buckets), 4)
+
+
+def test_thinning_keeps_every_point_where_it_could_change_a_figure(tmp_path):
+    """Nothing is thinned from snapshots whose times are unknown (a copy of the one before is found by comparing
+    every sample), from snapshots with timestamps of their own, nor from values that are not whole numbers or
+    too large to sum exactly, nor from an input whose name redaction masks."""
+    from triage.metrics.inputs import read_files
+    from triage.metrics.parse import parse_exposition
+    from triage.metrics.thinning import ANY_REDACTION, Thinning
+    bodies = [_server(i) for i in range(4)]
+    copied = _saved(tmp_path, bodies, apart=0.2)                        # cp'd together: no times
+    assert len(read_files(copied, None).samples) == 160
+    assert len(read_files(copied, 5.0).samples) < 160                  # --interval gives each its time
+
+    def held(texts, path="m.prom"):
+        thinning = Thinning(ANY_REDACTION)
+        for text in texts:
+            thinning.add(parse_exposition(text, path))
+        return sum(map(len, thinning.result()))
+
+    counter = "vllm:request_success_total{{engine=\"0\"}} {}\nvllm:num_requests_running{{engine=\"0\"}} 1\n"
+    assert held([counter.format(v) for v in (1, 2, 3, 4)]) == 6
+    assert held([counter.format(v) for v in (0.5, 1.5, 2.5, 3.5)]) == 8
+    assert held([counter.format(2.0 ** 40 + v) for v in (1, 2, 3, 4)]) == 8
+    assert held([counter.format(v) for v in (1, 2, 3, 4)], "token=hf_abcdefghijklmnopqrstuvwxyz0123.prom") == 8
+    stamped = [counter.replace("} 1\n", "} 1 1764500000000\n").replace("{}\n", "{} 1764500000000\n").format(v)
+               for v in (1, 2, 3, 4)]
+    assert held(stamped) == 8
+
+
+def test_a_time_window_keeps_every_sample_of_timed_snapshots(tmp_path):
+    """--since/--until cut samples by their time after reading: every sample of every snapshot is there to cut."""
+    paths = _saved(tmp_path, [_server(i) for i in range(4)])
+    _, data = json_report(*[a for p in paths for a in ("--metrics", p)], "--since", "2025-11-01T00:00:00Z")
+    assert data["window"]["samples_total"] == 160 and data["window"]["samples_kept"] == 160
+
+
 # --- arithmetic ------------------------------------------------------------------------------------
 
 def _exposition(*bodies):

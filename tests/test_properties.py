@@ -894,3 +894,78 @@ def test_a_block_decoded_at_once_reads_as_each_line_decoded(raws, base):
         assert files._decoded(range(1, len(raws) + 1), raws, base, fast) == \
             [(base + n, files._decode(raw, slow)) for n, raw in rest]
     assert fast.cut_lines == slow.cut_lines
+
+
+# --- metrics thinning: counters and histograms thinned as snapshots arrive give the same report ---------------
+
+_BOUNDS = ("0.5", "1.0", "+Inf")
+
+
+@st.composite
+def _series_history(draw, snapshots: int) -> list[float]:
+    """A cumulative series over the snapshots: it rises, now and then restarts from a lower value."""
+    values, value = [], draw(st.integers(0, 50))
+    for _ in range(snapshots):
+        value = draw(st.integers(0, 5)) if draw(st.integers(0, 6)) == 0 else value + draw(st.integers(0, 30))
+        values.append(float(value))
+    return values
+
+
+@st.composite
+def metric_snapshots(draw) -> list[str]:
+    """Three to seven expositions of one server with one or two engines: gauges, the preemption counter and
+    its _created, a token counter (sometimes not a whole number), a latency histogram with a float sum, a
+    series missing from some snapshots, now and then a line redaction masks, and some expositions that only
+    prometheus-client's parser reads."""
+    count = draw(st.integers(3, 7))
+    engines = draw(st.sampled_from([("0",), ("0", "1")]))
+    texts = [[] for _ in range(count)]
+    for engine in engines:
+        labels = f'engine="{engine}",model_name="m"'
+        secret = draw(st.sampled_from(["", ',api_key="sk-abcdefghijklmnopqrstuvwxyz0123456789"']))
+        preempted, tokens = draw(_series_history(count)), draw(_series_history(count))
+        created = [1.7e9 + draw(st.sampled_from([0, 0, 0, 100])) for _ in range(count)]
+        buckets = [draw(_series_history(count)) for _ in _BOUNDS]
+        odd = draw(st.sampled_from([0.0, 0.0, 0.5]))
+        absent = draw(st.sets(st.integers(0, count - 1), max_size=2))
+        for i, lines in enumerate(texts):
+            usage = draw(st.sampled_from([0.1, 0.5, 0.95, 1.0]))
+            lines += [f"vllm:kv_cache_usage_perc{{{labels}}} {usage}",
+                      f"vllm:num_requests_running{{{labels}}} {draw(st.integers(0, 9))}",
+                      f"vllm:num_requests_waiting{{{labels}}} {draw(st.integers(0, 9))}",
+                      f"vllm:num_preemptions_total{{{labels}}} {preempted[i]}",
+                      f"vllm:num_preemptions_created{{{labels}}} {created[i]}",
+                      f"vllm:prompt_tokens_total{{{labels}{secret}}} {tokens[i] + odd}"]
+            cumulative = 0.0
+            for bound, history in zip(_BOUNDS, buckets):
+                cumulative += history[i]
+                lines.append(f'vllm:e2e_request_latency_seconds_bucket{{{labels},le="{bound}"}} {cumulative}')
+            lines += [f"vllm:e2e_request_latency_seconds_count{{{labels}}} {cumulative}",
+                      f"vllm:e2e_request_latency_seconds_sum{{{labels}}} {cumulative * 0.37}"]
+            if i not in absent:
+                lines.append(f"vllm:request_success_total{{{labels},finished_reason=\"stop\"}} {tokens[i]}")
+    for i in draw(st.sets(st.integers(0, count - 1))):      # an escaped quote: prometheus-client reads that one,
+        texts[i].append('build_info{version="1\\"2"} 1')    # and its series get labels dicts of their own
+    return ["\n".join(lines) + "\n" for lines in texts]
+
+
+@FAST
+@given(metric_snapshots(), st.booleans())
+@example(["vllm:a_total 1\n", "vllm:a_total 2\n", "vllm:a_total 3\n"], False)
+def test_thinned_snapshots_give_the_report_of_every_sample(texts, prompts):
+    """Reading snapshots with their counters and histograms thinned (metrics/thinning.py) gives the same
+    report, facts, evidence and counts, as holding every sample; and holds no more samples."""
+    from triage.metrics.inputs import read_files
+    with tempfile.TemporaryDirectory() as folder:
+        paths = []
+        for i, text in enumerate(texts):
+            path = Path(folder) / f"m{i}.prom"
+            path.write_text(text)
+            paths.append(str(path))
+        thinned = read_files(paths, 15.0, Redactor(prompts=prompts))
+        whole = read_files(paths, 15.0, None)
+    assert len(thinned.samples) <= len(whole.samples)
+    assert thinned.inputs == whole.inputs
+    reports = [report_dict(build_report(Incident(metrics=read, redact_prompts=prompts), KIT))
+               for read in (thinned, whole)]
+    assert reports[0] == reports[1]

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .metrics.inputs import MetricsRead
     from .model import Fact, Report
     from .pipeline import Toolkit
+    from .redact import Redactor
 
 DEFAULT_MAX_BYTES = f"{MAX_METRICS_BYTES >> 20}MiB"
 
@@ -257,8 +258,9 @@ def _countdown():
     return show
 
 
-def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
-    """The one metrics source the command line names: saved files, live URLs, or Prometheus."""
+def _read_metrics(ctx: click.Context, o: dict, redaction: Redactor) -> MetricsRead | None:
+    """The one metrics source the command line names: saved files, live URLs, or Prometheus. `redaction`: what
+    the report will mask (the lines it could touch are kept whole: metrics/thinning.py)."""
     given = [flag for flag, key in (("--metrics", "metrics_files"), ("--metrics-url", "metrics_urls"),
                                     ("--prometheus", "prometheus_url")) if o[key]]
     if len(given) > 1:
@@ -273,12 +275,13 @@ def _read_metrics(ctx: click.Context, o: dict) -> MetricsRead | None:
     if not given:
         return None
     from .metrics.inputs import read_files, read_prometheus, read_urls
+    thin = None if o["since"] or o["until"] else redaction   # a time window cuts samples by their time: all kept
     if o["metrics_files"]:
-        return read_files(o["metrics_files"], o["interval"] if interval_given else None)
+        return read_files(o["metrics_files"], o["interval"] if interval_given else None, thin)
     web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"], o["max_bytes"])
     if o["metrics_urls"]:
         return read_urls(o["metrics_urls"], o["samples"], o["interval"],
-                         _http_options(*web, api_key=True), _countdown())
+                         _http_options(*web, api_key=True), _countdown(), thin)
     if o["prometheus_url"]:
         return read_prometheus(o["prometheus_url"], o["selector"], o["job"], o["instance"], o["since"], o["until"],
                                o["at"], o["step"], _http_options(*web, api_key=False))
@@ -426,10 +429,11 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     from .decide.gate import unjudgeable_input, verdicts_failing
     from .decide.suppress import expiry_warnings
+    from .redact import Redactor
     failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
     snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
-    metrics = _read_metrics(ctx, metric_options)
+    metrics = _read_metrics(ctx, metric_options, Redactor(enabled=not no_redact, prompts=redact_prompts))
     since, until = metric_options["since"], metric_options["until"]
     window = None
     if (since or until) and not metric_options["prometheus_url"]:

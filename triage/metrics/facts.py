@@ -88,7 +88,7 @@ def _histogram(named: Named, base: str) -> list[MetricSample]:
 def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None = None) -> dict[str, Fact]:
     facts: dict[str, Fact] = {}
     vllm = [s for s in samples if s.name.startswith("vllm:")]
-    facts["vllm_lines"] = _fact("vllm_lines", len(vllm), [vllm[0].source] if vllm else [],
+    facts["vllm_lines"] = _fact("vllm_lines", sum(s.stands_for for s in vllm), [vllm[0].source] if vllm else [],
                                 "vllm: samples in the metrics")
     if not vllm:
         _gpu_memory(facts, samples)

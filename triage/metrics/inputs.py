@@ -10,10 +10,12 @@ from typing import Sequence
 
 from ..errors import InputError
 from ..model import InputSummary, MetricsOrigin
+from ..redact import Redactor
 from ..sources.files import read_small_text
 from . import parse, promapi, scrape
 from .httpget import HttpOptions, display_url
-from .parse import MetricSample, Snapshot, declared_vllm_metrics, order_snapshots, parse_exposition
+from .parse import MetricSample, Snapshot, declared_vllm_metrics, given_order_times, order_snapshots, parse_exposition
+from .thinning import ANY_REDACTION, Thinning
 
 
 @dataclass(frozen=True)
@@ -25,38 +27,52 @@ class MetricsRead:
 
 
 def _summary(path: str, samples: Sequence[MetricSample], lines: int, text: str = "") -> InputSummary:
-    vllm = sum(1 for s in samples if s.name.startswith("vllm:"))
+    vllm = sum(s.stands_for for s in samples if s.name.startswith("vllm:"))
     count, first = declared_vllm_metrics(text, path) if not vllm else (0, None)
     return InputSummary(path=path, kind="metrics", lines_read=lines, lines_recognised=vllm, vllm_lines=vllm,
                         declared_only=count, declared_at=first)
 
 
-def read_files(paths: Sequence[str], interval: float | None) -> MetricsRead:
-    """Saved snapshots (`curl .../metrics > m.prom`), one server, oldest first unless they say otherwise."""
-    snapshots = []
-    declared = []
+def _mtime(path: str) -> float | None:
+    try:
+        return None if path == "-" else os.stat(path).st_mtime
+    except OSError:
+        return None              # reading it says what is wrong
+
+
+def read_files(paths: Sequence[str], interval: float | None, thin: Redactor | None = ANY_REDACTION) -> MetricsRead:
+    """Saved snapshots (`curl .../metrics > m.prom`), one server, oldest first unless they say otherwise.
+    Counters and histograms are thinned as they are read (metrics/thinning.py), but for the lines `thin`, the
+    report's redaction, could touch; `thin` None keeps every sample (a time window cuts them by their time)."""
+    clocks = [_mtime(path) for path in paths]
+    times, _ = given_order_times(clocks, True, interval)     # unless every one carries timestamps of its own
+    distinct = len(times) > 1 and None not in times and len(set(times)) == len(times)
+    thinning = Thinning(thin if distinct else None)
+    read: list[tuple[str, int, InputSummary]] = []
     label_sets: dict = {}
-    held = 0
     for path in paths:
         text = read_small_text(path)
         lines = text.count("\n")
         name = "<stdin>" if path == "-" else path
-        snapshots.append(Snapshot(name, tuple(parse_exposition(text, name, label_sets=label_sets)), lines,
-                                  clock=None if path == "-" else os.stat(path).st_mtime, clock_is_mtime=True))
-        declared.append(_summary(name, snapshots[-1].samples, lines, text))
-        held += len(snapshots[-1].samples)
-        if held > parse.MAX_SAMPLES_HELD:
-            raise InputError(name, f"brings the snapshots' samples to {held:,}, more than the "
+        samples = parse_exposition(text, name, label_sets=label_sets)
+        read.append((name, lines, _summary(name, samples, lines, text)))
+        thinning.add(samples)
+        if thinning.held > parse.MAX_SAMPLES_HELD:
+            raise InputError(name, f"brings the snapshots' samples to {thinning.held:,}, more than the "
                              f"{parse.MAX_SAMPLES_HELD:,} vtriage holds at once",
                              "give fewer snapshots: the first and the last of the period are what rates need")
+        del text, samples       # the next snapshot is read without them: the thinning holds what is kept
+    snapshots = [Snapshot(name, held, lines, clock=clock, clock_is_mtime=True)
+                 for (name, lines, _), held, clock in zip(read, thinning.result(), clocks)]
     samples, how = order_snapshots(snapshots, interval)
-    inputs = tuple(declared)
+    inputs = tuple(summary for _, _, summary in read)
     return MetricsRead(samples, inputs, MetricsOrigin("files", ", ".join(paths), ordering=how))
 
 
 def read_urls(urls: Sequence[str], count: int, interval: float, options: HttpOptions,
-              progress: scrape.Progress | None = None) -> MetricsRead:
-    snapshots = scrape.scrape(urls, count, interval, options, progress)
+              progress: scrape.Progress | None = None, thin: Redactor | None = ANY_REDACTION) -> MetricsRead:
+    """`count` rounds of live scrapes; `thin` as for read_files."""
+    snapshots = scrape.scrape(urls, count, interval, options, progress, thin)
     warnings = []
     if len(snapshots) < count:
         held = sum(len(s.samples) for s in snapshots)
@@ -66,13 +82,10 @@ def read_urls(urls: Sequence[str], count: int, interval: float, options: HttpOpt
         count = len(snapshots)
     samples, how = order_snapshots(snapshots, interval)
     inputs = []
-    for url in urls:
+    for index, url in enumerate(urls):
         shown = display_url(url)
         mine = [s for s in samples if s.source.path.startswith(f"{shown} #")]
-        ends: dict[int, int] = {}
-        for s in mine:
-            ends[s.scrape] = max(ends.get(s.scrape, 0), s.source.line)
-        lines = sum(ends.values())
+        lines = sum(snapshot.sample_lines[index] for snapshot in snapshots)
         inputs.append(_summary(f"{shown} ({count} scrape(s) {interval:g} s apart)", mine, lines))
     return MetricsRead(samples, tuple(inputs), MetricsOrigin("url", ", ".join(display_url(u) for u in urls),
                                                              ordering=how), tuple(warnings))

@@ -21,8 +21,9 @@ from ..errors import InputError
 from ..model import SourceRef
 
 MAX_SERIES = 50_000        # samples in one exposition: a vLLM server has hundreds, a node with its GPUs a few thousand
-# Samples kept over all the snapshots of one run (about 360 bytes each, so some 350 MiB): every sample is
-# held until the facts are made, and 100 scrapes of a 140-engine server would hold 2.3 million.
+# Samples held over all the snapshots of one run (about 400 bytes each, so some 380 MiB) until the facts are made.
+# Counters and histograms are thinned as snapshots arrive (metrics/thinning.py), so 100 scrapes of a 140-engine
+# server hold about 200,000 (2.3 million with a time window, or with snapshots whose times are unknown).
 MAX_SAMPLES_HELD = 1_000_000
 _SAMPLE_LINE = re.compile(r"^\s*(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+\S")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
@@ -38,6 +39,7 @@ class MetricSample:
     scrape: int                # 0 for the first snapshot given, 1 for the next, ...
     source: SourceRef
     time: float | None = None  # when it was scraped (Unix seconds, or seconds from the first snapshot)
+    stands_for: int = 1        # samples read that this one stands for: itself and the points thinned before it
 
 
 class TooManySeries(InputError):
@@ -299,14 +301,35 @@ class Snapshot:
     lines: int
     clock: float | None = None     # when it was taken, if the caller knows (a live scrape; a file's mtime)
     clock_is_mtime: bool = False
+    sample_lines: tuple[int, ...] = ()   # a live round: the last sample line of each URL's answer
 
 
-def stamped(snapshot: Snapshot) -> float | None:
-    """The scrape time written in the exposition itself (sample timestamps), if every sample has one."""
-    times = [s.time for s in snapshot.samples]
+def stamped(samples: Sequence[MetricSample]) -> float | None:
+    """The scrape time written in an exposition itself (sample timestamps), if every sample has one."""
+    times = [s.time for s in samples]
     if not times or any(t is None for t in times):
         return None
     return max(t for t in times if t is not None)
+
+
+def clocks_rise(clocks: Sequence[float | None], clock_is_mtime: bool) -> bool:
+    """Whether snapshots' clocks time them: each after the one before (modification times a second after)."""
+    gap = MIN_MTIME_GAP_SECONDS if clock_is_mtime else 0.0
+    return all(c is not None for c in clocks) and all(
+        b - a > 0 and b - a >= gap for a, b in zip(clocks, clocks[1:]))  # type: ignore[operator]
+
+
+def given_order_times(clocks: Sequence[float | None], clock_is_mtime: bool,
+                      interval: float | None) -> tuple[list[float | None], str]:
+    """The times of snapshots in the order given, and how they were decided: their clocks (the scrape clock, the
+    files' modification times) when they rise, else `interval` seconds apart, else unknown."""
+    # one file's mtime says when it was copied, not scraped; one live scrape's clock is its time
+    if clocks_rise(clocks, clock_is_mtime) and (len(clocks) > 1 or not clock_is_mtime):
+        return list(clocks), ("in the order given, timed by the files' modification times" if clock_is_mtime
+                              else "in scrape order, timed by the scrape clock")
+    if interval is not None:
+        return [i * interval for i in range(len(clocks))], f"in the order given, {interval:g} s apart (--interval)"
+    return [None] * len(clocks), "in the order given; their times are unknown (give --interval SECONDS for rates)"
 
 
 def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None) -> tuple[list[MetricSample], str]:
@@ -318,7 +341,7 @@ def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None
     """
     if not snapshots:
         return [], "no snapshot"
-    stamps = [stamped(s) for s in snapshots]
+    stamps = [stamped(s.samples) for s in snapshots]
     known = [t for t in stamps if t is not None]
     if len(snapshots) > 1 and len(known) == len(stamps):
         order = sorted(range(len(known)), key=known.__getitem__)
@@ -326,25 +349,11 @@ def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None
         how = "ordered and timed by the timestamps in the expositions"
     else:
         order = list(range(len(snapshots)))
-        clocks = [s.clock for s in snapshots]
-        gap = MIN_MTIME_GAP_SECONDS if snapshots[0].clock_is_mtime else 0.0
-        rising = all(c is not None for c in clocks) and all(
-            b - a > 0 and b - a >= gap for a, b in zip(clocks, clocks[1:]))  # type: ignore[operator]
-        # one file's mtime says when it was copied, not scraped; one live scrape's clock is its time
-        if rising and (len(snapshots) > 1 or not snapshots[0].clock_is_mtime):
-            times = list(clocks)
-            how = ("in the order given, timed by the files' modification times" if snapshots[0].clock_is_mtime
-                   else "in scrape order, timed by the scrape clock")
-        elif interval is not None:
-            times = [i * interval for i in range(len(snapshots))]
-            how = f"in the order given, {interval:g} s apart (--interval)"
-        else:
-            times = [None] * len(snapshots)
-            how = "in the order given; their times are unknown (give --interval SECONDS for rates)"
+        times, how = given_order_times([s.clock for s in snapshots], snapshots[0].clock_is_mtime, interval)
     samples: list[MetricSample] = []
     for scrape, index in enumerate(order):
         for s in snapshots[index].samples:
             when = s.time if stamps[index] is not None else times[scrape]
             samples.append(s if s.scrape == scrape and s.time == when else
-                           MetricSample(s.name, s.labels, s.value, scrape, s.source, when))
+                           MetricSample(s.name, s.labels, s.value, scrape, s.source, when, s.stands_for))
     return samples, how

@@ -5,15 +5,18 @@ same way as saved files. The caller (the CLI) passes `progress` to show a countd
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable, Sequence
 
 import requests
 
 from ..errors import InputError
+from ..redact import Redactor
 from . import parse
 from .httpget import HttpOptions, display_url, get
 from .parse import MetricSample, Snapshot, TooManySeries, parse_exposition
+from .thinning import ANY_REDACTION, Thinning
 
 WHAT = "a vLLM /metrics endpoint (vLLM serves it on its API port: http://HOST:8000/metrics)"
 Progress = Callable[[int, int, float], None]      # (samples taken, samples wanted, seconds to the next)
@@ -41,40 +44,50 @@ def scrape_once(urls: Sequence[str], options: HttpOptions, index: int, session: 
     taken = time.time()
     samples: list[MetricSample] = []
     lines = 0
+    sample_lines = []
     for url in urls:
         shown = display_url(url)
         body = read_exposition(get(url, options, WHAT, session=session), shown)
         try:
-            samples.extend(parse_exposition(body, f"{shown} #{index + 1}", label_sets=label_sets))
+            read = parse_exposition(body, f"{shown} #{index + 1}", label_sets=label_sets)
         except TooManySeries as exc:
             raise InputError(shown, f"answered with an exposition that {exc.what}", exc.hint) from None
         except InputError as exc:
             raise InputError(shown, f"answered with something that is not Prometheus metrics ({exc.where}: {exc.what})",
                              f"point at {WHAT}") from None
+        samples.extend(read)
         lines += body.count("\n")
-    return Snapshot(name=f"scrape #{index + 1}", samples=tuple(samples), lines=lines, clock=taken)
+        sample_lines.append(max((s.source.line for s in read), default=0))
+    return Snapshot(name=f"scrape #{index + 1}", samples=tuple(samples), lines=lines, clock=taken,
+                    sample_lines=tuple(sample_lines))
 
 
 def scrape(urls: Sequence[str], count: int, interval: float, options: HttpOptions,
-           progress: Progress | None = None) -> list[Snapshot]:
+           progress: Progress | None = None, thin: Redactor | None = ANY_REDACTION) -> list[Snapshot]:
     """`count` rounds `interval` seconds apart; the first failure stops with its one-line error. Fewer
-    rounds when another as large as the last would hold more than parse.MAX_SAMPLES_HELD samples."""
-    snapshots: list[Snapshot] = []
+    rounds when another as large as the last would hold more than parse.MAX_SAMPLES_HELD samples. Counters
+    and histograms are thinned as the rounds come (metrics/thinning.py; each round has a time of its own), but
+    for the lines `thin`, the report's redaction, could touch; None keeps every sample."""
+    rounds: list[Snapshot] = []
+    thinning = Thinning(thin)
+    last_read = 0
     label_sets: dict = {}               # the same series in every round share one labels dict
-    held = 0
     with requests.Session() as session:
         for index in range(count):
             if index:
-                if held + len(snapshots[-1].samples) > parse.MAX_SAMPLES_HELD:
+                if thinning.held + last_read > parse.MAX_SAMPLES_HELD:
                     if progress:
                         progress(index, index, 0.0)       # the last round: the countdown line is cleared
                     break
                 _wait(interval, index, count, progress)
-            snapshots.append(scrape_once(urls, options, index, session, label_sets))
-            held += len(snapshots[-1].samples)
+            taken = scrape_once(urls, options, index, session, label_sets)
+            thinning.add(taken.samples)
+            last_read = len(taken.samples)
+            rounds.append(dataclasses.replace(taken, samples=()))   # its samples are the thinning's now
+            del taken               # the next round is read without them
             if progress:
                 progress(index + 1, count, 0.0)
-    return snapshots
+    return [dataclasses.replace(taken, samples=held) for taken, held in zip(rounds, thinning.result())]
 
 
 def _wait(interval: float, taken: int, count: int, progress: Progress | None) -> None:

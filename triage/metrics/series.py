@@ -13,6 +13,17 @@ from typing import Iterable, Mapping, Sequence
 
 from .parse import MetricSample
 
+INSTANCE_LABELS = ("pod", "instance")
+GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's own pod label is renamed on scrape
+
+
+def unit_labels(name: str, labels: Mapping[str, str]) -> tuple[str, str | None, str | None]:
+    """The instance, model and engine a series names (report/fleet.py splits samples into units by them):
+    the pod, else Prometheus' instance, else "" (the input itself); None for a label it lacks."""
+    keys = GPU_INSTANCE_LABELS if not name.startswith("vllm:") else INSTANCE_LABELS
+    return (next((labels[k] for k in keys if labels.get(k)), ""), labels.get("model_name") or None,
+            labels.get("engine") or None)
+
 
 def labels_key(labels: Mapping[str, str], drop: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:
     skip = set(drop)

@@ -12,14 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from ..metrics.series import unit_labels
 from ..model import Diagnosis, InstanceView, SourceRef
 from ..vocabulary import PROBLEM_SEVERITY, SEVERITIES, VERDICTS
 
 if TYPE_CHECKING:
     from ..metrics.parse import MetricSample
 
-INSTANCE_LABELS = ("pod", "instance")
-GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's own pod label is renamed on scrape
 CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
 KEY_FIGURES = ("kv_cache_usage_max", "saturated_share", "preemptions", "preemptions_since_start",
                "preemption_rate_per_min", "preemptions_per_request_mean", "requests_preempted_share", "waiting_max",
@@ -40,16 +39,11 @@ class Unit:
     samples: tuple[MetricSample, ...]
 
 
-def _instance_of(sample: MetricSample) -> str:
-    labels = GPU_INSTANCE_LABELS if not sample.name.startswith("vllm:") else INSTANCE_LABELS
-    return next((sample.labels[k] for k in labels if sample.labels.get(k)), "")
-
-
 def split_units(samples: Sequence[MetricSample]) -> tuple[list[Unit], list[str]]:
     """Units in a stable order, and warnings about samples that belong to none."""
     vllm = [s for s in samples if s.name.startswith("vllm:")]
     named = [s for s in vllm if s.labels.get("model_name")] or vllm
-    found = {(_instance_of(s), s.labels.get("model_name"), s.labels.get("engine")) for s in named}
+    found = {(unit_labels(s.name, s.labels)[0], s.labels.get("model_name"), s.labels.get("engine")) for s in named}
     # A series without an engine label (admission_rejections_total, its _created) is the server's, not
     # an engine of its own: where the same instance and model have engines, it joins each of them.
     engined = {(k[0], k[1]) for k in found if k[2] is not None}
@@ -62,10 +56,9 @@ def split_units(samples: Sequence[MetricSample]) -> tuple[list[Unit], list[str]]
     # matched against the units once (a server with 140 engines has 70k samples but a few hundred triples).
     units_of: dict[tuple[str, str | None, str | None], list[tuple]] = {}
     for s in samples:
-        where = _instance_of(s)
+        where, model, engine = unit_labels(s.name, s.labels)
         if where not in instances and not s.name.startswith("vllm:") and len(instances) == 1:
             where = instances[0]       # one server: its GPU's exporter needs no pod label to match
-        model, engine = s.labels.get("model_name") or None, s.labels.get("engine") or None
         matched = units_of.get((where, model, engine))
         if matched is None:
             matched = units_of[(where, model, engine)] = [
