@@ -164,7 +164,8 @@ def test_a_text_report_does_not_load_http_templates_or_gpu_code(tmp_path):
     log = tmp_path / "x.log"
     log.write_text("(APIServer pid=1) INFO 11-29 21:00:01 [api_server.py:1885] vLLM API server version 0.10.2\n")
     heavy = ("requests", "urllib3", "jinja2", "triage.gpu.probe", "triage.selftest", "triage.alerts",
-             "triage.metrics.inputs", "triage.metrics.facts", "triage.logs.timewindow", "triage.capacity",
+             "triage.metrics.inputs", "triage.metrics.facts", "triage.metrics.parse", "triage.metrics.series",
+             "triage.metrics.thinning", "triage.logs.timewindow", "triage.capacity",
              "triage.sources.workers")
     for args in (["--version"], [str(log)]):
         code = ("import sys, runpy; sys.argv = ['vtriage', *sys.argv[1:]]\n"

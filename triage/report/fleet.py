@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from ..metrics.series import unit_labels
 from ..model import Diagnosis, InstanceView, SourceRef
 from ..vocabulary import PROBLEM_SEVERITY, SEVERITIES, VERDICTS
 
@@ -41,6 +40,7 @@ class Unit:
 
 def split_units(samples: Sequence[MetricSample]) -> tuple[list[Unit], list[str]]:
     """Units in a stable order, and warnings about samples that belong to none."""
+    from ..metrics.series import unit_labels  # with metrics only: a log's report imports no metrics code
     vllm = [s for s in samples if s.name.startswith("vllm:")]
     named = [s for s in vllm if s.labels.get("model_name")] or vllm
     found = {(unit_labels(s.name, s.labels)[0], s.labels.get("model_name"), s.labels.get("engine")) for s in named}
