@@ -685,7 +685,9 @@ STATS_OTHER = ["(APIServer pid=1) INFO 11-29 21:03:26 [api_server.py:1] Started 
                "preemption=1", "a wrapped tail of the line before", "  indented tail",
                "2025-07-07T15:19:48.123Z stdout P (APIServer pid=1) INFO 11-29 21:03:25 [loggers.py:123] Engine 0",
                "Traceback (most recent call last):", "(APIServer pid=1) ERROR 11-29 21:03:27 [core.py:1] boom",
-               ""]
+               "", "(APIServer pid=1) INFO 11-29 21:03:28 [api_server.py:1885] vLLM API server version 0.10.2",
+               "(EngineCore_DP0 pid=9) INFO 11-29 21:03:29 [core.py:76] Initializing a V1 LLM engine (v0.10.2) with "
+               "config: model='m'"]
 
 
 @st.composite
@@ -803,6 +805,51 @@ def test_a_long_run_of_stats_lines_is_folded(tmp_path):
     assert sum(e.fields.get("intervals", 1) for e in events) == total
 
 
+_BANNER = "(APIServer pid=1) INFO 11-29 21:03:26 [api_server.py:1885] vLLM API server version 0.10.2"
+
+
+@pytest.mark.parametrize("batch", [3, 5, 9, 12, 4096])
+def test_the_stats_lines_after_a_restart_are_read_one_by_one_up_to_the_cap_again(batch):
+    """The parser keeps an attempt's first STATS_CAP stats lines each as its own event, counted from the attempt's
+    start: after a line that may start another attempt (a banner, the engine's config) the fold waits for as many
+    again, however the lines are batched, also when the lines around the banner hold no stats line."""
+    from unittest import mock
+
+    from triage.logs import parse as logparse
+    from triage.logs import statsrun
+    others = [STATS_OTHER[0]] * 3 + [_BANNER] + [STATS_OTHER[0]] * 3
+    lines = [(n, _STATS_LINE) for n in range(1, 11)] + [(n, text) for n, text in enumerate(others, start=11)] \
+        + [(n, _STATS_LINE) for n in range(18, 30)]
+    with mock.patch.object(logparse, "STATS_CAP", 2), mock.patch.object(statsrun, "BATCH_LINES", batch):
+        fast, _ = _parsed(lines, True)
+        slow, _ = _parsed(lines, False)
+    after = [e for e in fast if e.kind == "stats" and e.source.line > 17]
+    assert [e.source.line for e in after[:2]] == [18, 19] and not any("intervals" in e.fields for e in after[:2])
+    assert sum(e.fields.get("intervals", 1) for e in after) == 12 and len(after) < 12      # the rest folded
+    assert [dataclasses.replace(e, seq=0) for e in fast if e.kind != "stats"] == \
+        [dataclasses.replace(e, seq=0) for e in slow if e.kind != "stats"]
+
+
+def test_a_report_after_a_restart_is_the_one_of_every_line_read(monkeypatch):
+    """A restart after more stats lines than the cap, and fewer after it: the new attempt's report (facts, timeline,
+    fixes) is the one of reading every line one by one (the fold used to count a file's stats lines, not an
+    attempt's, and folded the new attempt's 32 to an event)."""
+    from triage.logs import parse as logparse
+    monkeypatch.setattr(logparse, "STATS_CAP", 120)
+    stats = [_STATS_LINE.replace("Running: 3", f"Running: {n % 50}").replace("usage: 4.0%", f"usage: {90 + n % 10}.0%")
+             .replace("21:03:25", f"{21 + n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}") for n in range(250)]
+    startup = [_BANNER, "(APIServer pid=1) INFO 11-29 21:00:01 [utils.py:328] non-default args: {'model': 'm'}"]
+    text = "\n".join(startup + stats[:150] + startup + stats[150:]) + "\n"
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "restart.log"
+        path.write_text(text)
+        folded = report_dict(build_report(Incident(logs=(open_log(str(path)),)), KIT))
+        monkeypatch.setattr(logparse, "fold_runs", lambda lines, *args: lines)
+        every = report_dict(build_report(Incident(logs=(open_log(str(path)),)), KIT))
+    assert len(folded["attempts"]) == 2 and len(folded["timeline"]) == 100
+    assert folded == every
+
+
 def _bundled_and_own_signatures(tmp_path, own_toml: str):
     """The bundled signatures with one file of the user's own beside them."""
     import shutil
@@ -859,6 +906,31 @@ samples = ["Running: 3 reqs, Waiting: 0 reqs"]
         assert [e for e in folded if e.signature == "three_running"] == \
             [e for e in parsed if e.signature == "three_running"]
         assert sum(e.signature == "three_running" for e in folded) == 6
+
+
+def test_a_stats_line_that_may_restart_starts_the_count_again(tmp_path):
+    """A signature of the user's own that may start an attempt (a banner kind), anchored inside stats messages:
+    each line holding it starts the parser's count again, so the lines between, fewer than the cap, stay unfolded."""
+    from unittest import mock
+
+    from triage.logs import parse as logparse
+    between = _STATS_LINE.replace("Running: 3", "Running: 4")
+    for anchor, holder in (("Running: 3 reqs", _STATS_LINE),                  # an anchor with digits, one without
+                           ("Preemptions: ", between.replace("Waiting: 0 reqs", "Waiting: 0 reqs, Preemptions: 1"))):
+        signatures = _bundled_and_own_signatures(tmp_path / anchor[0], f'''
+[[signature]]
+id = "own_banner"
+kind = "version"
+anchor = "{anchor}"
+regex = '{anchor}'
+samples = ["{anchor}"]
+''')
+        lines = [(n, holder if n % 3 == 0 else between) for n in range(1, 31)]
+        with mock.patch.object(logparse, "STATS_CAP", 2):
+            folded = list(LogParse("t.log", lines, signatures, Redactor()))
+            parsed = list(LogParse("t.log", lines, signatures, Redactor(), fold_stats=False))
+        assert sum(e.signature == "own_banner" for e in parsed) == 10, anchor
+        assert folded == parsed, anchor
 
 
 @settings(max_examples=200, deadline=None)

@@ -33,6 +33,7 @@ KIND_HEAD, KIND_TAIL = 1_000, 1_000   # other events an attempt keeps per kind: 
 _TRACEBACK_BODY = re.compile(r"^(?:\s|[\^~]+\s*$|$)")
 _TEMPLATE_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.,:]\d+)*|'[^']{24,}'|\"[^\"]{24,}\"")
 _BANNER_KINDS = frozenset({"version", "args"})
+_RESTART_KINDS = _BANNER_KINDS | {"engine_config"}     # the events split_attempts may start an attempt at
 _TRACEBACK_KINDS = frozenset({"traceback_start", "traceback_frame"})
 
 
@@ -148,7 +149,8 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
     numbered = counted(parse._lines)
     lines: Iterable[tuple[int, str] | StatsRun] = numbered
     if parse.fold_stats:
-        lines = fold_runs(numbered, signatures, redactor, name, STATS_CAP)
+        restarts = sorted({s.anchor for s in signatures.signatures if s.kind in _RESTART_KINDS})
+        lines = fold_runs(numbered, signatures, redactor, name, STATS_CAP, restarts)
     stream = records(lines)
     lookahead: list[Record | StatsRun] = []
 

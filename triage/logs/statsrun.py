@@ -3,12 +3,16 @@
 A long log's stats lines (`Engine 000: Avg prompt throughput: ...` every 10 s, V0's `Avg prompt
 throughput: ...`) are what its events are mostly made of, and an event costs about 8 µs to build
 whatever is done to read the line. The parser already merges them once an attempt holds more than
-parse.STATS_CAP (peaks kept, counts summed: `merge_stats`). So once a file has given that many stats
-lines, each further run of up to FOLD_LINES lines of the same stats shape, from the same process,
-one after the other among the lines the parser receives, is read here and becomes the one event
-`merge_stats` would make of them. Nothing else changes: a line this cannot prove it reads exactly as
-the parser would (another anchor in it, anything redaction could touch, a neighbour that could be its
-wrapped tail or a collector's partial line) goes the usual way.
+parse.STATS_CAP (peaks kept, counts summed: `merge_stats`). So once an attempt has given that many stats
+lines (counted again after each line that may start another attempt: a banner, the engine's config), each
+further run of up to FOLD_LINES lines of the same stats shape, from the same process, one after the other
+among the lines the parser receives, is read here and becomes the one event `merge_stats` would make of
+them. A line this cannot prove it reads exactly as the parser would (another anchor in it, anything
+redaction could touch, a neighbour that could be its wrapped tail or a collector's partial line) goes the
+usual way. What does change is how the attempt's merging groups the intervals past its cap: it merges these
+runs pairwise where it would have merged single lines pairwise, so its peaks, sums and counts are the same
+but a figure read per merged interval (the median of running requests while the cache was full, the
+timeline's points) is taken over other groups.
 The lines are taken BATCH_LINES at a time and every test runs over the batch in C (map, compress). A
 line is matched once per digit form (the line with its digits read as 0s; a stats log's lines take a
 few hundred forms): the shapes read every digit alike, so a form's other lines are cut by the slices of
@@ -98,13 +102,15 @@ class _Template:
 
 
 def fold_runs(lines: Iterable[_Item], signatures: SignatureSet, redactor: Redactor, name: str,
-              after: int) -> Iterator[_Item | StatsRun]:
-    """The lines as given, but runs of stats lines after the first `after` as one StatsRun each (the parser
-    numbers its event). Masking prompts reads every line, so then none are folded."""
+              after: int, restarts: Sequence[str]) -> Iterator[_Item | StatsRun]:
+    """The lines as given, but runs of stats lines after the first `after` of an attempt as one StatsRun each
+    (the parser numbers its event). The parser counts an attempt's stats lines from its start, which only a line
+    holding one of the anchors `restarts` can be: the count starts again at each such line. Masking prompts reads
+    every line, so then none are folded."""
     if not signatures.stats_lines or redactor.prompts:
         yield from lines
         return
-    folder = _Folder(signatures, redactor, name, after)
+    folder = _Folder(signatures, redactor, name, after, restarts)
     stream = iter(lines)
     window: list[_Item] = []
     while True:
@@ -126,10 +132,13 @@ class _Folder:
     being built, the templates of the digit forms met, and which process names and files redaction leaves
     alone."""
 
-    def __init__(self, signatures: SignatureSet, redactor: Redactor, name: str, after: int) -> None:
+    def __init__(self, signatures: SignatureSet, redactor: Redactor, name: str, after: int,
+                 restarts: Sequence[str]) -> None:
         self.signatures, self.redactor, self.name, self.after = signatures, redactor, name, after
         self.anchor = signatures.stats_lines[0].anchor
-        self.seen = 0
+        self.restarts = tuple(restarts)
+        self.restart_forms: dict[bytes | None, bool] = {}      # by digit form: a restart anchor occurs in it
+        self.seen = 0                                           # stats lines since the last line that may restart
         self.previous_found = False
         self.run: _Run | None = None
         self.clean: dict[tuple[str, str], bool] = {}
@@ -144,15 +153,18 @@ class _Folder:
         if not any(templates):
             # The usual batch of a log that is not all stats lines. previous_found is left as it is: the next
             # batch starts on this one's last line, no stats line, so nothing reads it.
+            if self.seen and any(map("\n".join(texts[:decided]).__contains__, self.restarts)):
+                self.seen = 0
             return [*self._close(), *window[:decided]] if decided else []
         found = list(map(bool, templates))
+        restarts = self._restart_lines(texts[:decided], found, forms)
         rows: list[_Row | None]
         if all(found):                  # the usual batch of a stats log: every line is a stats line
             rows = list(map(operator.call, map(_ROW, templates), texts))
         else:
             rows = _scattered(found, list(map(operator.call, map(_ROW, itertools.compress(templates, found)),
                                               itertools.compress(texts, found))))
-        foldable = self._foldable(window, texts, found, rows, templates, forms, decided)
+        foldable = self._foldable(window, texts, found, rows, templates, forms, decided, restarts)
         out: list[_Item | StatsRun] = []
         at = 0
         for segment in _FOLDED.finditer(foldable):
@@ -191,6 +203,27 @@ class _Folder:
         digit_free = not any(anchor in joined for anchor in self.signatures.digit_anchors)
         return _scattered(holding, found), _scattered(holding, forms) if digit_free else None
 
+    def _restart_lines(self, texts: list[str], found: list[bool], forms: list[bytes | None] | None) -> list[int]:
+        """The places of the lines that hold an anchor of `restarts`: the lines no stats shape matches, each
+        tested; the stats lines once per digit form (the anchors have no digits: a form holds one where its lines
+        do), or each when the batch has no forms."""
+        holes = _holes(found[:len(texts)])
+        places = [hole for hole in holes if any(map(texts[hole].__contains__, self.restarts))]
+        lines = itertools.compress(range(len(texts)), found)
+        if forms is None:
+            stats = [i for i in lines if any(map(texts[i].__contains__, self.restarts))]
+        else:
+            if len(self.restart_forms) > MAX_FORMS:
+                self.restart_forms.clear()
+            stated = list(itertools.compress(forms[:len(texts)], found))
+            answer_new_keys(self.restart_forms, stated, stated, self._restart_form)
+            held = any(map(self.restart_forms.__getitem__, stated))
+            stats = [i for i, form in zip(lines, stated) if self.restart_forms[form]] if held else []
+        return sorted(places + stats)
+
+    def _restart_form(self, form: bytes | None) -> bool:
+        return form is not None and any(anchor.encode() in form for anchor in self.restarts)
+
     def _template_of(self, text: str) -> _Template | None:
         for shape in self.signatures.stats_lines:
             m = shape.line.match(text)
@@ -199,24 +232,31 @@ class _Folder:
         return None
 
     def _foldable(self, window: Sequence[_Item], texts: list[str], found: list[bool], rows: list[_Row | None],
-                  templates: list[_Template | None], forms: list[bytes | None] | None, decided: int) -> bytes:
+                  templates: list[_Template | None], forms: list[bytes | None] | None, decided: int,
+                  restarts: list[int]) -> bytes:
         """b"\\x01" for each of the first `decided` lines folded, b"\\x00" for one parsed as usual.
 
-        A line is folded when it is a stats line past the file's first `after`, the line the parser receives
-        before it is a stats line too (not a collector's partial line it would end), the one after it is a
-        stats line or follows a gap (it is not the line's wrapped tail or split end), it is short, and it holds
-        no other anchor and nothing redaction could touch."""
+        A line is folded when it is a stats line past the first `after` since the last line that may restart
+        (`restarts`, places in the batch), the line the parser receives before it is a stats line too (not a
+        collector's partial line it would end), the one after it is a stats line or follows a gap (it is not
+        the line's wrapped tail or split end), it is short, and it holds no other anchor and nothing redaction
+        could touch."""
         mine = found[:decided]
         previous_found = self.previous_found
-        seen, self.seen = self.seen, self.seen + sum(mine)
+        seen = self.seen
+        self.seen = sum(mine[restarts[-1] + 1:]) if restarts else self.seen + sum(mine)
         self.previous_found = mine[-1] if mine else previous_found
-        if seen >= self.after and found.count(False) <= FEW_HOLES and max(map(len, texts)) <= MAX_LINE_CHARS:
+        if not restarts and seen >= self.after and found.count(False) <= FEW_HOLES \
+                and max(map(len, texts)) <= MAX_LINE_CHARS:
             return self._usual(window, texts, found, rows, templates, forms, decided, previous_found)
         after_stats = list(map(operator.and_, mine, [previous_found, *mine[:-1]]))
-        if self.seen <= self.after or not any(after_stats):      # the file's first stats lines, or lone ones
+        if not any(after_stats) or not restarts and self.seen <= self.after:   # lone ones, or an attempt's first
             return bytes(decided)
-        if seen >= self.after:
-            past_cap: Iterable[bool] = itertools.repeat(True)
+        past_cap: Iterable[bool]
+        if restarts:
+            past_cap = self._past_cap(mine, seen, restarts)
+        elif seen >= self.after:
+            past_cap = itertools.repeat(True)
         else:
             past_cap = map((self.after - seen).__lt__, itertools.accumulate(mine))
         candidates = list(map(operator.and_, after_stats, past_cap))
@@ -235,6 +275,21 @@ class _Folder:
         mask = bytearray(decided)
         _put(mask, itertools.compress(itertools.compress(range(decided), candidates), fold_them), itertools.repeat(1))
         return bytes(mask)
+
+    def _past_cap(self, mine: list[bool], seen: int, restarts: list[int]) -> list[bool]:
+        """Whether each line is a stats line past the first `after` of its attempt, counting from `seen` and
+        again after each line that may restart (a batch holds few: a line at a time), that line not counted: the
+        parser may count it in either attempt."""
+        out = []
+        count, at = seen, iter(restarts)
+        mark = next(at)
+        for i, stats in enumerate(mine):
+            if i == mark:
+                count, mark = 0, next(at, -1)
+            else:
+                count += stats
+            out.append(stats and count > self.after)
+        return out
 
     def _usual(self, window: Sequence[_Item], texts: list[str], found: list[bool], rows: list[Any],
                templates: list[Any], forms: list[Any] | None, decided: int, previous_found: bool) -> bytes:
