@@ -53,3 +53,34 @@ def test_syslog_wrapped_files_merge_in_time_order_and_measure_the_same_span():
     assert _minutes([e.timestamp for e in merged]) == pytest.approx(2.0)
     vllm = [_event("c.log", 1, "11-30 12:00:01"), _event("c.log", 2, "11-30 12:02:01")]
     assert _minutes([e.timestamp for e in vllm]) == _minutes([e.timestamp for e in merged])
+
+
+@pytest.mark.parametrize("stamps, minutes", [
+    (["11-30 23:50:00", "12-01 00:14:00"], 24.0),                        # the end of a month of 30 days
+    (["01-31 23:00:00", "02-01 01:00:00"], 120.0),
+    (["02-28 23:00:00", "03-01 01:00:00"], 120.0),                       # no February 29 in the log: 28 days
+    (["02-28 23:00:00", "02-29 12:00:00", "03-01 01:00:00"], 1560.0),    # a February 29 says the year is a leap year
+    (["12-31 23:59:00", "01-01 00:01:00"], 2.0),                         # the year turns
+    (["Apr 30 23:59:00", "May  1 00:01:00"], 2.0),
+])
+def test_a_span_across_the_end_of_a_month_is_the_calendars(stamps, minutes):
+    """The serving time and the preemption rate divide by spans between stamps without a year: a month of 30
+    days ends after its 30th day (a span over November 30 used to count a day more)."""
+    assert _minutes(stamps) == pytest.approx(minutes)
+
+
+def test_the_preemption_rate_of_a_log_across_a_month_end(tmp_path):
+    """Twelve stats intervals of two minutes from 11-30 23:50, ten preemptions each: 5 a minute, not a day's worth
+    fewer."""
+    import json
+    log = tmp_path / "month-end.log"
+    log.write_text("".join(
+        f"(APIServer pid=1) INFO {'11-30 23' if minute < 60 else '12-01 00'}:{minute % 60:02d}:00 [loggers.py:123] "
+        "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 40 reqs, "
+        "Waiting: 3 reqs, Preemptions: 10, GPU KV cache usage: 99.0%, Prefix cache hit rate: 0.0%\n"
+        for minute in range(50, 76, 2)))
+    from conftest import run_cli
+    facts = json.loads(run_cli("--format", "json", str(log)).stdout)["facts"]
+    assert facts["serving_minutes"]["value"] == 24.0
+    assert facts["preemptions"]["value"] == 130
+    assert facts["preemption_rate_per_min"]["value"] == pytest.approx(130 / 26, abs=0.01)

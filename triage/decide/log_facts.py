@@ -6,7 +6,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..facts import FACTS
-from ..logs.logtime import month_day_time, year_turned
+from ..logs.logtime import month_day_time, seconds_since_start, year_turned
 from ..logs.signatures import SignatureSet
 from ..model import Fact, LogEvent, SourceRef
 from ..vocabulary import (
@@ -511,18 +511,18 @@ def _outside_torch_from_old_oom(out: _Facts, oom: LogEvent) -> None:
 
 def _minutes(stamps: Sequence[str]) -> float | None:
     """The span of `stamps`, given in the log's order, in minutes, the year counted as merge_events counts it
-    (logtime.year_turned)."""
+    (logtime.year_turned), and February of 29 days when a stamp says February 29 (the stamps have no year)."""
+    clocks = [clock for clock in map(month_day_time, stamps) if clock is not None]
+    leap = any(clock[:2] == (2, 29) for clock in clocks)
     keys = []
     year = last_month = 0
-    for stamp in stamps:
-        clock = month_day_time(stamp)
-        if clock is None:
-            continue
-        month, day, h, mi, s = clock
-        if year_turned(last_month, month):
+    for clock in clocks:
+        if year_turned(last_month, clock[0]):
             year += 1
-        last_month = month
-        keys.append((((year * 12 + month) * 31 + day) * 24 + h) * 3600 + mi * 60 + s)
+        last_month = clock[0]
+        key = seconds_since_start(clock, year, leap)
+        if key is not None:
+            keys.append(key)
     if len(keys) < 2:
         return None
     span = max(keys) - min(keys)

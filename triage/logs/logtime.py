@@ -22,6 +22,20 @@ def year_turned(last_month: int, month: int) -> bool:
     return last_month == 12 and month == 1
 
 
+_DAYS_BEFORE_MONTH = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)    # in a year of 365 days
+
+
+def seconds_since_start(clock: Clock, year: int, leap: bool) -> int | None:
+    """Seconds from the start of a log's first year to `clock` in its year `year` (0 the first; years of 365
+    days, February of 29 when `leap`): spans between stamps as the calendar counts them, across the end of a
+    month of 30 days too. None for a month or day no calendar has."""
+    month, day, hour, minute, second = clock
+    if not 1 <= month <= 12 or not 1 <= day <= 31:
+        return None
+    days = year * 365 + _DAYS_BEFORE_MONTH[month - 1] + (1 if leap and month > 2 else 0) + day - 1
+    return ((days * 24 + hour) * 60 + minute) * 60 + second
+
+
 def month_day_time(stamp: str | None) -> Clock | None:
     """(month, day, hour, minute, second) as the stamp writes them, or None when it is none of vLLM's
     `MM-DD HH:MM[:SS][.mmm]`, syslog's `Nov 30 12:00:01` or an ISO date-time (whose zone is not
