@@ -1,6 +1,8 @@
 """Parsing in context: wrapped lines, tracebacks, coverage, restarts, several files as one incident."""
 from __future__ import annotations
 
+import pytest
+
 from triage.logs.parse import LogParse, merge_events, split_attempts
 from triage.redact import Redactor
 
@@ -120,6 +122,25 @@ def test_serving_time_runs_on_across_the_turn_of_the_year(kit):
     stamps = ["12-31 23:58:00", "12-31 23:59:00", "01-01 00:00:00", "01-01 00:01:00"]
     report = diagnose_text(kit, "\n".join(line.format(s) for s in stamps) + "\n")
     assert report.diagnosis.facts["serving_minutes"].value == 3.0
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_a_long_log_serves_from_its_first_stats_line_to_its_last(kit, monkeypatch, fold):
+    """Past the cap an attempt merges its stats lines, and a merged interval carries its last line's time: the
+    serving time and the preemption rate still span from the first stats line (`since`), whether the lines were
+    folded into runs or read one by one (a time window, several logs)."""
+    from triage.logs import parse as logparse
+    monkeypatch.setattr(logparse, "STATS_CAP", 50)
+    if not fold:
+        monkeypatch.setattr(logparse, "fold_runs", lambda lines, *args: lines)
+    line = ("(APIServer pid=1) INFO 11-29 {:02d}:{:02d}:{:02d} [loggers.py:123] Engine 000: Avg prompt throughput: "
+            "1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, Preemptions: 1, "
+            "GPU KV cache usage: 4.0%, Prefix cache hit rate: 0.0%")
+    text = "".join(line.format(10 + n // 360, n // 6 % 60, n % 6 * 10) + "\n" for n in range(600))
+    facts = diagnose_text(kit, text).diagnosis.facts
+    assert facts["serving_minutes"].value == pytest.approx(599 / 6)
+    assert facts["preemptions"].value == 600
+    assert facts["preemption_rate_per_min"].value == pytest.approx(600 / (599 / 6 * 600 / 599))
 
 
 def test_several_long_logs_keep_each_stats_line_at_its_own_time(kit, tmp_path):

@@ -509,6 +509,12 @@ def _outside_torch_from_old_oom(out: _Facts, oom: LogEvent) -> None:
 
 # --- serving ------------------------------------------------------------------------------------
 
+def _stamps(events: Iterable[LogEvent]) -> list[str]:
+    """The times the events span, in the log's order: a merged stats event's first interval (`since`) and its
+    last."""
+    return [stamp for e in events for stamp in (e.fields.get("since"), e.timestamp) if stamp]
+
+
 def _minutes(stamps: Sequence[str]) -> float | None:
     """The span of `stamps`, given in the log's order, in minutes, the year counted as merge_events counts it
     (logtime.year_turned), and February of 29 days when a stamp says February 29 (the stamps have no year)."""
@@ -639,15 +645,14 @@ def _preemptions(out: _Facts, events: Sequence[LogEvent], stats: Sequence[LogEve
         total += sum(e.fields["preemptions"] for e in interval)
         evidence.extend(e.source for e in interval)
         notes.append(f"sum of 'Preemptions:' over {len(interval)} stats intervals")
-        minutes = _minutes([e.timestamp for e in stats if e.timestamp])
+        minutes = _minutes(_stamps(stats))
         if minutes:
             # each stats line covers the interval before it, so the window is one interval longer
             lines = sum(e.fields.get("intervals", 1) for e in stats)
             rates.append((sum(e.fields["preemptions"] for e in interval), minutes * lines / max(1, lines - 1)))
     if warnings or interval:
         out.put("preemptions", total, evidence, "; ".join(notes))
-    serving = [e.timestamp for e in events if e.kind in ("stats", "preemption") and e.timestamp]
-    window = _minutes(serving)
+    window = _minutes(_stamps(e for e in events if e.kind in ("stats", "preemption")))
     if window:
         out.put("serving_minutes", window, [])
     if rates:

@@ -372,7 +372,8 @@ class _Bounded:
 
 
 def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
-    """Two stats intervals as one: peaks kept, counts summed, the fuller interval's line as evidence.
+    """Two stats intervals as one: peaks kept, counts summed, the fuller interval's line as evidence, the time of
+    the first (`since`) and of the last (its timestamp).
 
     Called once per stats line of a long log (see _Bounded), so written out rather than generic."""
     fa, fb = a.fields, b.fields
@@ -392,6 +393,9 @@ def merge_stats(a: LogEvent, b: LogEvent) -> LogEvent:
     fields["saturated_queue"] = _saturated_queue(fa) + _saturated_queue(fb)
     if "preemptions" in fa or "preemptions" in fb:
         fields["preemptions"] = fa.get("preemptions", 0) + fb.get("preemptions", 0)
+    since = fa.get("since") or a.timestamp
+    if since:
+        fields["since"] = since         # the first interval's time: the merged event carries the last one's
     source = a.source if kv_a > kv_b else b.source
     return LogEvent(b.kind, b.signature, fields, b.process, b.level, b.timestamp, source, b.seq, b.wall_time)
 

@@ -437,6 +437,7 @@ class _Run:
                 if preempted:
                     fields["preemptions"] = sum(preempted)
             best -= kv[::-1].index(fullest)      # merge_stats: the later line unless an earlier had more
+            fields["since"] = " ".join(self.templates[0].when(self.texts[0]))
         source = SourceRef(name, self.numbers[best], self.texts[best], self.templates[best].span)
         date, time = last.when(text)
         return StatsRun(shape.signature.id, fields, self.process, last.level, f"{date} {time}", source,
