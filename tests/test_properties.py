@@ -124,6 +124,7 @@ METRIC_LINES = ["# TYPE vllm:num_requests_running gauge", "vllm:num_requests_run
 
 @FAST
 @given(st.lists(st.one_of(st.sampled_from(METRIC_LINES), st.text(max_size=60)), max_size=20))
+@example(["\x85", METRIC_LINES[1]])                # a character str.splitlines ends a line at; the format does not
 def test_metrics_parser_parses_or_names_the_line(lines):
     text = "\n".join(lines) + "\n"
     try:
@@ -131,7 +132,10 @@ def test_metrics_parser_parses_or_names_the_line(lines):
     except InputError as err:
         assert str(err).startswith("m.prom:") and "\n" not in str(err)
         return
-    assert all(0 <= s.source.line <= len(lines) for s in samples)
+    physical = text.split("\n")[:-1]
+    for s in samples:
+        assert 0 <= s.source.line <= len(physical)
+        assert s.source.line == 0 or s.source.text == physical[s.source.line - 1]
 
 
 FAMILY_NAMES = ["vllm:num_preemptions", "vllm:num_preemptions_total", "vllm:e2e_request_latency_seconds",
