@@ -35,6 +35,16 @@ def _read(name: str, *pids: int):
 
 # --- pasted nvidia-smi ---------------------------------------------------------------------------
 
+def test_line_numbers_are_an_editors_whatever_the_text_holds():
+    """A form feed a pager left at the top (str.splitlines ends a line there) and Windows line ends: the evidence
+    still names the line an editor shows."""
+    text = (DATA / "nvidia-smi-h100-notebook.txt").read_text()
+    for pasted in ("\x0c" + text, text.replace("\n", "\r\n")):
+        snap = parse_nvidia_smi(pasted, "paste.txt", [41877])
+        [ref] = snapshot_facts(snap)[0]["other_processes_gib"].evidence
+        assert ref.line == 26 and ref.text.startswith("52210, ") and "\r" not in ref.text
+
+
 def test_table_and_compute_apps_csv_together():
     snap = _read("nvidia-smi-h100-notebook.txt")
     [gpu] = snap.devices

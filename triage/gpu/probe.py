@@ -23,6 +23,7 @@ from ..errors import InputError, TriageError
 from ..facts import FACTS
 from ..model import Fact, SourceRef
 from ..redact import Redactor
+from ..sources.files import text_lines
 
 EXIT_NO_GPU = 4
 SNAPSHOT_FORMAT = 1
@@ -207,7 +208,7 @@ def read_snapshot_json(text: str, path: str, vllm_pids: Sequence[int] = ()) -> G
     if not isinstance(data, dict) or data.get("vtriage_gpu_snapshot") != SNAPSHOT_FORMAT:
         raise InputError(path, "not a vtriage GPU snapshot",
                          "write it with vtriage gpu --format json, or pass nvidia-smi output")
-    lines = text.splitlines()
+    lines = text_lines(text)
     try:
         devices = tuple(GpuDevice(int(g["index"]), g.get("name"), _mib(g.get("total_mib")), _mib(g.get("used_mib")),
                                   _line_ref(path, lines, f'"index": {int(g["index"])},'), g.get("uuid"),

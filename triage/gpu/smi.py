@@ -20,6 +20,7 @@ import regex
 
 from ..errors import InputError
 from ..model import SourceRef
+from ..sources.files import text_lines
 from .probe import GpuDevice, GpuProcess, GpuSnapshot, classify, merge_snapshots, read_snapshot_json
 
 _GPU_ROW = regex.compile(r"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off)\s+\|")
@@ -44,7 +45,7 @@ def _header_key(cell: str) -> str:
 
 def parse_nvidia_smi(text: str, path: str, vllm_pids: Sequence[int] = ()) -> GpuSnapshot:
     """Every GPU and process the text shows; an error when it shows none."""
-    lines = text.splitlines()
+    lines = text_lines(text)
     table_devices: list[GpuDevice] = []
     table_procs: list[GpuProcess] = []
     csv_devices: list[GpuDevice] = []

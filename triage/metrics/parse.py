@@ -19,6 +19,7 @@ from typing import Iterator, Mapping, Sequence
 
 from ..errors import InputError
 from ..model import SourceRef
+from ..sources.files import text_lines
 
 MAX_SERIES = 50_000        # samples in one exposition: a vLLM server has hundreds, a node with its GPUs a few thousand
 # Samples held over all the snapshots of one run (about 400 bytes each, so some 380 MiB) until the facts are made.
@@ -121,11 +122,7 @@ def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None =
     `label_sets`, given the same for several snapshots of a server, lets the same series share one
     labels dict, so another snapshot of 23k series costs no new dicts.
     """
-    # Lines end at "\n" only, as the format and every editor say (str.splitlines also ends one at \x85, \x0c,
-    # \u2028 ..., which would put every later line number off by one).
-    lines = [line + "\n" for line in text.split("\n")]
-    if text.endswith("\n") or not text:
-        lines.pop()
+    lines = [line + "\n" for line in text_lines(text)]
     _refuse_other_formats(lines, path)
     shared = {} if label_sets is None else label_sets
     plain = parse_plain_lines(lines, path, scrape, time, shared)
