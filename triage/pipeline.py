@@ -401,39 +401,31 @@ def _summary(attempt: Attempt, diagnosis: Diagnosis) -> AttemptSummary:
                           failed_phase=phase.value if phase else None)
 
 
-_REDACT_BATCH = 2048       # sample lines tested for secrets at once
-
-
 def _redacted(samples: Sequence[MetricSample], redactor: Redactor) -> list[MetricSample]:
     """Metric evidence is captured text too: secrets in labels or URLs are masked before any fact sees it
-    (a model_name label becomes facts.model and the suggested command).
-
-    Sample lines are tested a batch at a time: text that no rule could touch joined is text none of its
-    lines holds a secret in, and a snapshot has 20k lines. Only a batch that may hold one is redacted line by line."""
+    (a model_name label becomes facts.model and the suggested command). Only a line or a source redaction could
+    touch is redacted: a snapshot has 20k lines, tested a batch at a time (Redactor.leaves_alone_each)."""
     out = []
     masked: dict[str, str] = {}          # each label value once: a model URL repeats on every series
     relabelled: dict[int, Mapping[str, str]] = {}     # each labels dict once: the snapshots of a series share one
     clean_paths: dict[str, bool] = {}
-    for start in range(0, len(samples), _REDACT_BATCH):
-        batch = samples[start:start + _REDACT_BATCH]
-        clean_lines = redactor.leaves_alone("\n".join(s.source.text for s in batch))
-        for s in batch:
-            source = s.source
-            clean_path = clean_paths.get(source.path)
-            if clean_path is None:
-                clean_path = clean_paths[source.path] = redactor.leaves_alone(source.path)
-            if not (clean_lines and clean_path):
-                text, path = redactor.text(source.text), redactor.text(source.path)
-                if text != source.text or path != source.path:
-                    s = dataclasses.replace(s, source=dataclasses.replace(source, text=text, path=path))
-            labels = relabelled.get(id(s.labels))
-            if labels is None:
-                labels = {k: masked[v] if v in masked else masked.setdefault(v, redactor.text(v))
-                          for k, v in s.labels.items()}
-                labels = relabelled[id(s.labels)] = s.labels if labels == s.labels else labels
-            if labels is not s.labels:
-                s = dataclasses.replace(s, labels=labels)
-            out.append(s)
+    for s, clean_line in zip(samples, redactor.leaves_alone_each([s.source.text for s in samples])):
+        source = s.source
+        clean_path = clean_paths.get(source.path)
+        if clean_path is None:
+            clean_path = clean_paths[source.path] = redactor.leaves_alone(source.path)
+        if not (clean_line and clean_path):
+            text, path = redactor.text(source.text), redactor.text(source.path)
+            if text != source.text or path != source.path:
+                s = dataclasses.replace(s, source=dataclasses.replace(source, text=text, path=path))
+        labels = relabelled.get(id(s.labels))
+        if labels is None:
+            labels = {k: masked[v] if v in masked else masked.setdefault(v, redactor.text(v))
+                      for k, v in s.labels.items()}
+            labels = relabelled[id(s.labels)] = s.labels if labels == s.labels else labels
+        if labels is not s.labels:
+            s = dataclasses.replace(s, labels=labels)
+        out.append(s)
     return out
 
 

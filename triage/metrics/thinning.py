@@ -32,7 +32,6 @@ from .series import unit_labels
 CUMULATIVE_SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum")
 # The preemption counter under each of its names, and its _created (facts._created), read per scrape.
 KEPT_WHOLE = frozenset({*PREEMPTIONS, *(name.removesuffix("_total") + "_created" for name in PREEMPTIONS)})
-BATCH_LINES = 2048           # lines tested for anything to mask at once: the matches of a whole snapshot take MiBs
 EXACT_BELOW = 2.0 ** 40      # whole numbers: differences and their sums over 8,192 series stay exact in a float
 ANY_REDACTION = Redactor(enabled=True, prompts=True)     # the most a report masks (--redact-prompts)
 
@@ -58,7 +57,7 @@ class Thinning:
     def __init__(self, redaction: Redactor | None) -> None:
         """`redaction`: the report's, whose `leaves_alone` says which lines it could touch; None drops nothing."""
         self.enabled = redaction is not None
-        self.leaves_alone = (redaction or ANY_REDACTION).leaves_alone
+        self.redaction = redaction or ANY_REDACTION
         self.snapshots: list[list[MetricSample]] = []
         self.held = 0                                        # samples held now, over all snapshots
         self._tails: dict[tuple[str, int], _Tail] = {}
@@ -102,12 +101,7 @@ class Thinning:
     def _may_drop(self, samples: Sequence[MetricSample]) -> list[bool]:
         """Whether each sample may be dropped as a middle point, as far as it alone says (see the module's list)."""
         may = [thinnable_name(s.name) and self._clean_path(s.source.path) for s in samples]
-        lines = [s.source.text for s, m in zip(samples, may) if m]
-        clean: list[bool] = []
-        for start in range(0, len(lines), BATCH_LINES):      # lines none of which holds anything to mask, joined,
-            batch = lines[start:start + BATCH_LINES]         # hold nothing either
-            clean += [True] * len(batch) if self.leaves_alone("\n".join(batch)) else map(self.leaves_alone, batch)
-        answers = iter(clean)
+        answers = iter(self.redaction.leaves_alone_each([s.source.text for s, m in zip(samples, may) if m]))
         may = [m and next(answers) for m in may]
         units = {unit_labels(s.name, s.labels) for s, m in zip(samples, may) if not m and s.name.startswith("vllm:")}
         return [m and (not s.name.startswith("vllm:") or unit_labels(s.name, s.labels) in units)
@@ -127,5 +121,5 @@ class Thinning:
     def _clean_path(self, path: str) -> bool:
         clean = self._clean_paths.get(path)
         if clean is None:
-            clean = self._clean_paths[path] = self.leaves_alone(path)
+            clean = self._clean_paths[path] = self.redaction.leaves_alone(path)
         return clean
