@@ -157,14 +157,15 @@ class _Folder:
                 self.seen = 0
             return [*self._close(), *window[:decided]] if decided else []
         found = list(map(bool, templates))
-        restarts = self._restart_lines(texts[:decided], found, forms)
+        holes = _holes(found)           # the lines no stats shape matches
+        restarts = self._restart_lines(texts[:decided], holes, found, forms)
         rows: list[_Row | None]
         if all(found):                  # the usual batch of a stats log: every line is a stats line
             rows = list(map(operator.call, map(_ROW, templates), texts))
         else:
             rows = _scattered(found, list(map(operator.call, map(_ROW, itertools.compress(templates, found)),
                                               itertools.compress(texts, found))))
-        foldable = self._foldable(window, texts, found, rows, templates, forms, decided, restarts)
+        foldable = self._foldable(window, texts, found, holes, rows, templates, forms, decided, restarts)
         out: list[_Item | StatsRun] = []
         at = 0
         for segment in _FOLDED.finditer(foldable):
@@ -203,12 +204,12 @@ class _Folder:
         digit_free = not any(anchor in joined for anchor in self.signatures.digit_anchors)
         return _scattered(holding, found), _scattered(holding, forms) if digit_free else None
 
-    def _restart_lines(self, texts: list[str], found: list[bool], forms: list[bytes | None] | None) -> list[int]:
-        """The places of the lines that hold an anchor of `restarts`: the lines no stats shape matches, each
-        tested; the stats lines once per digit form (the anchors have no digits: a form holds one where its lines
-        do), or each when the batch has no forms."""
-        holes = _holes(found[:len(texts)])
-        places = [hole for hole in holes if any(map(texts[hole].__contains__, self.restarts))]
+    def _restart_lines(self, texts: list[str], holes: list[int], found: list[bool],
+                       forms: list[bytes | None] | None) -> list[int]:
+        """The places among `texts` of the lines that hold an anchor of `restarts`: the lines no stats shape
+        matches (`holes`), each tested; the stats lines once per digit form (the anchors have no digits: a form
+        holds one where its lines do), or each when the batch has no forms."""
+        places = [hole for hole in holes if hole < len(texts) and any(map(texts[hole].__contains__, self.restarts))]
         lines = itertools.compress(range(len(texts)), found)
         if forms is None:
             stats = [i for i in lines if any(map(texts[i].__contains__, self.restarts))]
@@ -231,9 +232,9 @@ class _Folder:
                 return _Template.of(shape, m)
         return None
 
-    def _foldable(self, window: Sequence[_Item], texts: list[str], found: list[bool], rows: list[_Row | None],
-                  templates: list[_Template | None], forms: list[bytes | None] | None, decided: int,
-                  restarts: list[int]) -> bytes:
+    def _foldable(self, window: Sequence[_Item], texts: list[str], found: list[bool], holes: list[int],
+                  rows: list[_Row | None], templates: list[_Template | None], forms: list[bytes | None] | None,
+                  decided: int, restarts: list[int]) -> bytes:
         """b"\\x01" for each of the first `decided` lines folded, b"\\x00" for one parsed as usual.
 
         A line is folded when it is a stats line past the first `after` since the last line that may restart
@@ -246,9 +247,8 @@ class _Folder:
         seen = self.seen
         self.seen = sum(mine[restarts[-1] + 1:]) if restarts else self.seen + sum(mine)
         self.previous_found = mine[-1] if mine else previous_found
-        if not restarts and seen >= self.after and found.count(False) <= FEW_HOLES \
-                and max(map(len, texts)) <= MAX_LINE_CHARS:
-            return self._usual(window, texts, found, rows, templates, forms, decided, previous_found)
+        if not restarts and seen >= self.after and len(holes) <= FEW_HOLES and max(map(len, texts)) <= MAX_LINE_CHARS:
+            return self._usual(window, texts, holes, rows, templates, forms, decided, previous_found)
         after_stats = list(map(operator.and_, mine, [previous_found, *mine[:-1]]))
         if not any(after_stats) or not restarts and self.seen <= self.after:   # lone ones, or an attempt's first
             return bytes(decided)
@@ -291,13 +291,12 @@ class _Folder:
             out.append(stats and count > self.after)
         return out
 
-    def _usual(self, window: Sequence[_Item], texts: list[str], found: list[bool], rows: list[Any],
+    def _usual(self, window: Sequence[_Item], texts: list[str], holes: list[int], rows: list[Any],
                templates: list[Any], forms: list[Any] | None, decided: int, previous_found: bool) -> bytes:
         """`_foldable` for the usual batch: past the cap, none too long, and a few lines at most that are no
         stats line (the holes), a warning now and then. A stats line then folds unless the line before it is a
         hole, or the line after it is one and follows it with no gap, and it passes `_plain`, which is asked of
         every stats line decided, on slices rather than compressed lists."""
-        holes = _holes(found)
         plain = self._plain(_without(texts[:decided], holes), _without(rows[:decided], holes),
                             _without(templates[:decided], holes),
                             None if forms is None else _without(forms[:decided], holes))
