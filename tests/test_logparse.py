@@ -5,6 +5,7 @@ import pytest
 
 from triage.logs.parse import LogParse, merge_events, split_attempts
 from triage.redact import Redactor
+from triage.sources.files import numbered_lines
 
 from conftest import diagnose_text
 
@@ -132,7 +133,7 @@ def test_a_long_log_serves_from_its_first_stats_line_to_its_last(kit, monkeypatc
     from triage.logs import parse as logparse
     monkeypatch.setattr(logparse, "STATS_CAP", 50)
     if not fold:
-        monkeypatch.setattr(logparse, "fold_runs", lambda lines, *args: lines)
+        monkeypatch.setattr(logparse, "fold_runs", lambda blocks, *args: numbered_lines(blocks))
     line = ("(APIServer pid=1) INFO 11-29 {:02d}:{:02d}:{:02d} [loggers.py:123] Engine 000: Avg prompt throughput: "
             "1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, Preemptions: 1, "
             "GPU KV cache usage: 4.0%, Prefix cache hit rate: 0.0%")

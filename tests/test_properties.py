@@ -20,7 +20,7 @@ from triage.pipeline import Incident, build_report
 from triage.redact import Redactor
 from triage.render.json import report_dict
 from triage.sources import scan
-from triage.sources.files import LineReader, open_log
+from triage.sources.files import LineReader, numbered_lines, open_log
 from triage.vocabulary import VERDICTS
 
 from conftest import RULES_DIR
@@ -799,6 +799,31 @@ def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(lines, batch)
     assert fast_result == slow_result
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stats_log(), st.lists(st.integers(min_value=1, max_value=40), max_size=12), st.sampled_from([2, 3, 512]))
+def test_the_fold_reads_the_same_however_the_reader_cuts_the_lines_into_blocks(lines, cuts, batch):
+    """The reader hands the fold its lines a block at a time, of whatever size its pieces of the file hold: the
+    runs and the lines passed on are the same as from one block."""
+    from unittest import mock
+
+    from triage.logs import parse as logparse
+    from triage.logs import statsrun
+    numbers, texts = [n for n, _ in lines], [t for _, t in lines]
+    blocks, at = [], 0
+    for size in cuts:
+        if at < len(lines):
+            blocks.append((numbers[at:at + size], texts[at:at + size]))
+            at += size
+    if at < len(lines):
+        blocks.append((numbers[at:], texts[at:]))
+    restarts = sorted({s.anchor for s in KIT.signatures.signatures if s.kind in logparse._RESTART_KINDS})
+    with mock.patch.object(statsrun, "BATCH_LINES", batch):
+        whole = list(statsrun.fold_runs([(numbers, texts)] if lines else [], KIT.signatures, Redactor(), "t.log", 2,
+                                        restarts))
+        cut = list(statsrun.fold_runs(blocks, KIT.signatures, Redactor(), "t.log", 2, restarts))
+    assert cut == whole
+
+
 def test_a_long_run_of_stats_lines_is_folded(tmp_path):
     """On a log of stats lines, past the first STATS_CAP every FOLD_LINES lines make one event."""
     from triage.logs.parse import STATS_CAP
@@ -848,7 +873,7 @@ def test_a_report_after_a_restart_is_the_one_of_every_line_read(monkeypatch):
         path = Path(folder) / "restart.log"
         path.write_text(text)
         folded = report_dict(build_report(Incident(logs=(open_log(str(path)),)), KIT))
-        monkeypatch.setattr(logparse, "fold_runs", lambda lines, *args: lines)
+        monkeypatch.setattr(logparse, "fold_runs", lambda blocks, *args: numbered_lines(blocks))
         every = report_dict(build_report(Incident(logs=(open_log(str(path)),)), KIT))
     assert len(folded["attempts"]) == 2 and len(folded["timeline"]) == 100
     assert folded == every
@@ -956,7 +981,7 @@ def test_stats_shapes_read_every_digit_alike(lines, rnd):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")) |
                 st.sampled_from([b"\xe2\x82", b"\xe2\x82\xac", b"\xff", b"a\r", b"\r", b"\x00x", b"\xf0\x9f\x98",
-                                 b"\xed\xa0\x80", b"caf\xc3"]), max_size=8),
+                                 b"\xed\xa0\x80", b"caf\xc3"]), min_size=1, max_size=8),
        st.sampled_from([0, 10]))
 def test_a_block_decoded_at_once_reads_as_each_line_decoded(raws, base):
     """Decoding a block's lines joined gives each line's own decoding: invalid and cut UTF-8 at a line's end,
@@ -967,8 +992,8 @@ def test_a_block_decoded_at_once_reads_as_each_line_decoded(raws, base):
     rest = [(i + 1, raw) for i, raw in enumerate(raws)]
     fast, slow = files._Reading("t", None, None, None, None, []), files._Reading("t", None, None, None, None, [])
     with mock.patch.object(files, "MAX_LINE_BYTES", 10):
-        assert files._decoded(range(1, len(raws) + 1), raws, base, fast) == \
-            [(base + n, files._decode(raw, slow)) for n, raw in rest]
+        numbers, texts = files._decoded(list(range(1, len(raws) + 1)), raws, base, fast)
+        assert list(zip(numbers, texts)) == [(base + n, files._decode(raw, slow)) for n, raw in rest]
     assert fast.cut_lines == slow.cut_lines
 
 

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..model import CoverageGroup, InputSummary, LogEvent, SourceRef
 from ..redact import Redactor, clip
+from ..sources.files import LineBlock, LineReader, line_blocks, numbered_lines
 from ..vocabulary import KV_SATURATED, PHASE_RANK, STATS_PEAKS
 from .envelope import Record, records
 from .logtime import month_day_time, year_turned
@@ -41,7 +42,7 @@ class LogParse:
     """One log file, parsed lazily: iterate it once for events in file order; then `result()` describes
     the whole file (its summary, the lines nothing recognised, its warnings)."""
 
-    def __init__(self, name: str, lines: Iterable[tuple[int, str]], signatures: SignatureSet,
+    def __init__(self, name: str, lines: Iterable[tuple[int, str]] | LineReader, signatures: SignatureSet,
                  redactor: Redactor, fold_stats: bool = True) -> None:
         self.name = name
         self.fold_stats = fold_stats                # read long runs of stats lines a run at a time (statsrun.py)
@@ -141,16 +142,18 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
     budget = parse.budget
     in_traceback: dict[str | None, bool] = {}
 
-    def counted(source: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-        for item in source:
-            parse.lines_read = item[0]    # the last line seen; the reader may know a larger total
-            yield item
+    def counted(blocks: Iterable[LineBlock]) -> Iterator[LineBlock]:
+        for block in blocks:
+            parse.lines_read = block[0][-1]    # the last line seen; the reader may know a larger total
+            yield block
 
-    numbered = counted(parse._lines)
-    lines: Iterable[tuple[int, str] | StatsRun] = numbered
+    blocks = counted(line_blocks(parse._lines))
+    lines: Iterable[tuple[int, str] | StatsRun]
     if parse.fold_stats:
         restarts = sorted({s.anchor for s in signatures.signatures if s.kind in _RESTART_KINDS})
-        lines = fold_runs(numbered, signatures, redactor, name, STATS_CAP, restarts)
+        lines = fold_runs(blocks, signatures, redactor, name, STATS_CAP, restarts)
+    else:
+        lines = numbered_lines(blocks)
     stream = records(lines)
     lookahead: list[Record | StatsRun] = []
 

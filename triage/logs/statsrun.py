@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..model import LogEvent, SourceRef
 from ..redact import Redactor
+from ..sources.files import LineBlock, numbered_lines
 from ..sources.scan import DIGITS_AS_ZERO
 from ..vocabulary import KV_SATURATED
 from .envelope import process_label
@@ -46,8 +47,6 @@ FEW_HOLES = 16                  # a batch with at most this many lines that are 
 _Item = tuple[int, str]
 _Row = tuple[str, ...]          # a stats line's name, pid, file, then its summed fields; "" where a group took no part
 _ROW_PREFIX = 3                 # the name, pid and file that lead a row
-_NUMBER = operator.itemgetter(0)
-_TEXT = operator.itemgetter(1)
 _NAME_FILE = operator.itemgetter(0, 2)
 _NAME_PID = operator.itemgetter(0, 1)
 _START = operator.attrgetter("start")
@@ -101,30 +100,35 @@ class _Template:
                    cut(*(field for field, _ in shape.field_plan)))
 
 
-def fold_runs(lines: Iterable[_Item], signatures: SignatureSet, redactor: Redactor, name: str,
+def fold_runs(blocks: Iterable[LineBlock], signatures: SignatureSet, redactor: Redactor, name: str,
               after: int, restarts: Sequence[str]) -> Iterator[_Item | StatsRun]:
-    """The lines as given, but runs of stats lines after the first `after` of an attempt as one StatsRun each
-    (the parser numbers its event). The parser counts an attempt's stats lines from its start, which only a line
-    holding one of the anchors `restarts` can be: the count starts again at each such line. Masking prompts reads
-    every line, so then none are folded."""
+    """The lines of the blocks, numbered, but runs of stats lines after the first `after` of an attempt as one
+    StatsRun each (the parser numbers its event). The parser counts an attempt's stats lines from its start, which
+    only a line holding one of the anchors `restarts` can be: the count starts again at each such line. Masking
+    prompts reads every line, so then none are folded."""
     if not signatures.stats_lines or redactor.prompts:
-        yield from lines
+        yield from numbered_lines(blocks)
         return
     folder = _Folder(signatures, redactor, name, after, restarts)
-    stream = iter(lines)
-    window: list[_Item] = []
-    while True:
-        batch = list(itertools.islice(stream, BATCH_LINES))
-        window += batch
-        if not window:
-            return
+    numbers: list[int] = []         # the window: the line held back from the last batch, then the next batch
+    texts: list[str] = []
+    for more_numbers, more_texts in _batches(blocks):
+        numbers += more_numbers
+        texts += more_texts
         # A line's fate depends on the line after it, so the window's last line waits for the next batch.
-        decided = len(window) - 1 if batch else len(window)
-        yield from folder.fold(window, decided)
-        if not batch:
-            yield from folder.finish()
-            return
-        window = window[decided:]
+        decided = len(numbers) - 1
+        yield from folder.fold(numbers, texts, decided)
+        numbers, texts = numbers[decided:], texts[decided:]
+    if numbers:
+        yield from folder.fold(numbers, texts, len(numbers))
+    yield from folder.finish()
+
+
+def _batches(blocks: Iterable[LineBlock]) -> Iterator[LineBlock]:
+    """The blocks' lines BATCH_LINES at a time (a block's last batch may be shorter)."""
+    for numbers, texts in blocks:
+        for at in range(0, len(numbers), BATCH_LINES):
+            yield numbers[at:at + BATCH_LINES], texts[at:at + BATCH_LINES]
 
 
 class _Folder:
@@ -145,17 +149,17 @@ class _Folder:
         self.templates: dict[bytes, _Template | None] = {}     # by digit form
         self.only_anchor: dict[bytes, bool] = {}                # by digit form: no anchor but the stats one
 
-    def fold(self, window: Sequence[_Item], decided: int) -> list[_Item | StatsRun]:
-        """The first `decided` lines of `window`, with runs of foldable ones as StatsRun. A run ends before a line
-        parsed as usual; one that reaches the last line decided stays open for the next batch."""
-        texts = list(map(_TEXT, window))
+    def fold(self, numbers: list[int], texts: list[str], decided: int) -> list[_Item | StatsRun]:
+        """The first `decided` lines of the window (`numbers` and `texts`, in step), numbered, with runs of foldable
+        ones as StatsRun. A run ends before a line parsed as usual; one that reaches the last line decided stays
+        open for the next batch."""
         templates, forms = self._templates(texts)
         if not any(templates):
             # The usual batch of a log that is not all stats lines. previous_found is left as it is: the next
             # batch starts on this one's last line, no stats line, so nothing reads it.
             if self.seen and any(map("\n".join(texts[:decided]).__contains__, self.restarts)):
                 self.seen = 0
-            return [*self._close(), *window[:decided]] if decided else []
+            return [*self._close(), *zip(numbers[:decided], texts[:decided])] if decided else []
         found = list(map(bool, templates))
         holes = _holes(found)           # the lines no stats shape matches
         restarts = self._restart_lines(texts[:decided], holes, found, forms)
@@ -165,19 +169,19 @@ class _Folder:
         else:
             rows = _scattered(found, list(map(operator.call, map(_ROW, itertools.compress(templates, found)),
                                               itertools.compress(texts, found))))
-        foldable = self._foldable(window, texts, found, holes, rows, templates, forms, decided, restarts)
+        foldable = self._foldable(numbers, texts, found, holes, rows, templates, forms, decided, restarts)
         out: list[_Item | StatsRun] = []
         at = 0
         for segment in _FOLDED.finditer(foldable):
             start, end = segment.span()
             if start > at:
                 out += self._close()
-                out += window[at:start]
-            out += self._extend(window, rows, templates, start, end)
+                out += zip(numbers[at:start], texts[at:start])
+            out += self._extend(numbers, texts, rows, templates, start, end)
             at = end
         if at < decided:
             out += self._close()
-            out += window[at:decided]
+            out += zip(numbers[at:decided], texts[at:decided])
         return out
 
     def finish(self) -> list[StatsRun]:
@@ -232,7 +236,7 @@ class _Folder:
                 return _Template.of(shape, m)
         return None
 
-    def _foldable(self, window: Sequence[_Item], texts: list[str], found: list[bool], holes: list[int],
+    def _foldable(self, numbers: list[int], texts: list[str], found: list[bool], holes: list[int],
                   rows: list[_Row | None], templates: list[_Template | None], forms: list[bytes | None] | None,
                   decided: int, restarts: list[int]) -> bytes:
         """b"\\x01" for each of the first `decided` lines folded, b"\\x00" for one parsed as usual.
@@ -248,7 +252,7 @@ class _Folder:
         self.seen = sum(mine[restarts[-1] + 1:]) if restarts else self.seen + sum(mine)
         self.previous_found = mine[-1] if mine else previous_found
         if not restarts and seen >= self.after and len(holes) <= FEW_HOLES and max(map(len, texts)) <= MAX_LINE_CHARS:
-            return self._usual(window, texts, holes, rows, templates, forms, decided, previous_found)
+            return self._usual(numbers, texts, holes, rows, templates, forms, decided, previous_found)
         after_stats = list(map(operator.and_, mine, [previous_found, *mine[:-1]]))
         if not any(after_stats) or not restarts and self.seen <= self.after:   # lone ones, or an attempt's first
             return bytes(decided)
@@ -262,10 +266,9 @@ class _Folder:
         candidates = list(map(operator.and_, after_stats, past_cap))
         if max(map(len, texts)) > MAX_LINE_CHARS:
             candidates = list(map(operator.and_, candidates, map(MAX_LINE_CHARS.__ge__, map(len, texts))))
-        if window[-1][0] - window[0][0] == len(window) - 1:    # the numbers rise: no gap between these lines
+        if numbers[-1] - numbers[0] == len(numbers) - 1:    # the numbers rise: no gap between these lines
             next_ok = [*found[1:], True]
         else:
-            numbers = list(map(_NUMBER, window))
             gap = map(operator.lt, map((1).__add__, numbers), numbers[1:])
             next_ok = [*map(operator.or_, found[1:], gap), True]
         plain = self._plain(list(itertools.compress(texts, candidates)), list(itertools.compress(rows, candidates)),
@@ -291,7 +294,7 @@ class _Folder:
             out.append(stats and count > self.after)
         return out
 
-    def _usual(self, window: Sequence[_Item], texts: list[str], holes: list[int], rows: list[Any],
+    def _usual(self, numbers: list[int], texts: list[str], holes: list[int], rows: list[Any],
                templates: list[Any], forms: list[Any] | None, decided: int, previous_found: bool) -> bytes:
         """`_foldable` for the usual batch: past the cap, none too long, and a few lines at most that are no
         stats line (the holes), a warning now and then. A stats line then folds unless the line before it is a
@@ -302,7 +305,7 @@ class _Folder:
                             None if forms is None else _without(forms[:decided], holes))
         mask = bytearray(_put_back(plain, holes, False)[:decided])     # a hole at `decided` is the undecided line
         for hole in holes:
-            if 0 < hole <= decided and window[hole][0] == window[hole - 1][0] + 1:
+            if 0 < hole <= decided and numbers[hole] == numbers[hole - 1] + 1:
                 mask[hole - 1] = 0          # the next line, no stats line, could be its wrapped tail
             if hole + 1 < decided:
                 mask[hole + 1] = 0          # the line before, no stats line, could be a partial line it ends
@@ -340,9 +343,10 @@ class _Folder:
             only = map(self.only_anchor.__getitem__, forms)
         return list(map(operator.and_, alone, only))
 
-    def _extend(self, window: Sequence[_Item], rows: list[Any], templates: list[Any], start: int,
+    def _extend(self, numbers: list[int], texts: list[str], rows: list[Any], templates: list[Any], start: int,
                 end: int) -> list[StatsRun]:
-        """Add the foldable lines window[start:end] to runs: a run ends at another shape or process, or full."""
+        """Add the foldable lines [start:end] of the window to runs: a run ends at another shape or process, or
+        full."""
         done: list[StatsRun] = []
         shapes = list(map(_SHAPE, templates[start:end]))
         processes = list(map(_NAME_PID, rows[start:end]))
@@ -360,8 +364,8 @@ class _Folder:
                 if self.run is None:
                     self.run = _Run(shapes[first], processes[first])
                 take = min(stop - at, FOLD_LINES - len(self.run.numbers))
-                self.run.add(window[start + at:start + at + take], rows[start + at:start + at + take],
-                             templates[start + at:start + at + take])
+                lines = slice(start + at, start + at + take)
+                self.run.add(numbers[lines], texts[lines], rows[lines], templates[lines])
                 at += take
                 if len(self.run.numbers) >= FOLD_LINES:
                     done += self._close()
@@ -392,9 +396,9 @@ class _Run:
     def takes(self, shape: StatsLineShape, process_key: tuple[str, ...]) -> bool:
         return shape is self.shape and process_key == self.process_key
 
-    def add(self, lines: Sequence[_Item], rows: Sequence[_Row], templates: Sequence[_Template]) -> None:
-        self.numbers += map(_NUMBER, lines)
-        self.texts += map(_TEXT, lines)
+    def add(self, numbers: list[int], texts: list[str], rows: Sequence[_Row], templates: Sequence[_Template]) -> None:
+        self.numbers += numbers
+        self.texts += texts
         self.rows += rows
         self.templates += templates
 

@@ -1,6 +1,7 @@
 """The input edge: open a path or stdin, undo compression, and yield numbered text lines.
 
-Everything past this module sees only `(line_number, text)`; files, stdin and compression stop here.
+Everything past this module sees only `(line_number, text)`, a line at a time or a block's two columns at a time;
+files, stdin and compression stop here.
 Lines are streamed, never read whole, and an absurdly long line is cut rather than held in memory.
 Each input is opened once and sniffed from the same stream, so a pipe, a FIFO or `<(cmd)` reads like
 a file. Decompression is done here in small steps, so a cut archive keeps every line before the cut.
@@ -14,6 +15,7 @@ import collections
 import io
 import itertools
 import lzma
+import operator
 import os
 import stat
 import sys
@@ -28,6 +30,7 @@ from .scan import BulkPattern, QuietLines, Split
 if TYPE_CHECKING:
     from .workers import Worker
 
+_NUMBER, _TEXT = operator.itemgetter(0), operator.itemgetter(1)
 MAX_LINE_BYTES = 1 << 20          # a longer physical line is cut here; the rest is skipped
 MAX_LINES = 100_000_000           # lines read per input (a 1 GiB vLLM log has about 3 million)
 MAX_RATIO = 200                   # decompressed / compressed bytes beyond which a stream is a bomb ...
@@ -289,9 +292,12 @@ class _Reading:
     done: bool = False
 
 
+LineBlock = tuple[list[int], list[str]]     # a block's line numbers and its lines' texts, in step
+
+
 class LineReader:
     """Yield `(line_number, text)` for every line of one input except the bulk and quiet ones (see `scan`), which are
-    only counted; iterate it once, then `result()` says what the reading found besides the lines.
+    only counted; iterate it once (or its `blocks()`), then `result()` says what the reading found besides the lines.
 
     Lines are decoded as UTF-8 with replacement; newlines, a CRLF's `\r` and NUL bytes are dropped;
     a line over MAX_LINE_BYTES is cut; reading stops after MAX_LINES. A compressed stream that is cut
@@ -302,10 +308,18 @@ class LineReader:
     def __init__(self, inp: LogInput, bulk: tuple[BulkPattern, ...] = (),
                  progress: Callable[[int], None] | None = None, quiet: QuietLines | None = None) -> None:
         self._reading = _Reading(inp.name, inp.path, inp.size, inp.compression, progress, [0] * len(bulk))
-        self._lines = _read_lines(inp, Split(bulk, quiet), self._reading)
+        self._blocks = _read_blocks(inp, Split(bulk, quiet), self._reading)
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        return self._lines
+        try:
+            yield from numbered_lines(self._blocks)
+        finally:
+            self._blocks.close()        # a reading given up half-way lets its workers go now
+
+    def blocks(self) -> Iterator[LineBlock]:
+        """The lines a block at a time, as two columns: a reader of many lines (the stats fold) takes them so,
+        without a tuple and a step of iteration per line."""
+        return self._blocks
 
     def result(self) -> LinesRead:
         reading = self._reading
@@ -313,6 +327,21 @@ class LineReader:
             raise RuntimeError(f"{reading.name}: the reading is not finished; iterate every line first")
         return LinesRead(reading.lines_read, tuple(reading.bulk_lines), reading.cut_lines, tuple(reading.warnings),
                          reading.quiet_lines)
+
+
+def line_blocks(lines: Iterable[tuple[int, str]] | LineReader, size: int = 512) -> Iterator[LineBlock]:
+    """Lines as blocks of columns: a reader's own blocks, or numbered lines taken `size` at a time."""
+    if isinstance(lines, LineReader):
+        yield from lines.blocks()
+        return
+    stream = iter(lines)
+    while batch := list(itertools.islice(stream, size)):
+        yield list(map(_NUMBER, batch)), list(map(_TEXT, batch))
+
+
+def numbered_lines(blocks: Iterable[LineBlock]) -> Iterator[tuple[int, str]]:
+    """The blocks' lines one at a time, `(line_number, text)`: what `line_blocks` took apart."""
+    return itertools.chain.from_iterable(itertools.starmap(zip, blocks))
 
 
 def iter_lines(inp: LogInput, bulk: tuple[BulkPattern, ...] = ()) -> Iterator[tuple[int, str]]:
@@ -335,7 +364,7 @@ def _tally(reading: _Reading, tally: list[int]) -> None:
     reading.quiet_lines += sum(tally[bulk:])
 
 
-def _read_lines(inp: LogInput, split: Split, reading: _Reading) -> Iterator[tuple[int, str]]:
+def _read_blocks(inp: LogInput, split: Split, reading: _Reading) -> Iterator[LineBlock]:
     raw, reading.compression = _open_binary(inp)
     try:
         chunks = _decompressed(raw, reading) if reading.compression else iter(lambda: raw.read(BLOCK_BYTES), b"")
@@ -348,7 +377,8 @@ def _read_lines(inp: LogInput, split: Split, reading: _Reading) -> Iterator[tupl
             for block in _blocks(text, reading):
                 split = _judged(split, reading, number)
                 numbers, raws, count, tally = split.block(block, number + 1, MAX_LINE_BYTES)
-                yield from _decoded(numbers, raws, 0, reading)
+                if raws:
+                    yield _decoded(numbers, raws, 0, reading)
                 number += count
                 _tally(reading, tally)
                 if number > MAX_LINES:
@@ -401,7 +431,7 @@ def _blocks(chunks: Iterable[bytes], reading: _Reading) -> Iterator[bytes]:
         yield carry
 
 
-def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, str]]:
+def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[LineBlock]:
     """Two worker processes split byte ranges of a large plain file while this one parses.
 
     At most IN_FLIGHT pieces are handed out ahead of the parser, so a log the parser reads slowly
@@ -470,7 +500,8 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[tuple[int, s
                 let_go()
             split = _judged(split, reading, seen)
             hand_out(1)
-            yield from _decoded(numbers, raws, number, reading)
+            if raws:
+                yield _decoded(numbers, raws, number, reading)
             number += count
             if reading.progress is not None:
                 reading.progress(end)
@@ -502,20 +533,17 @@ def _let_go(workers: list[Worker]) -> list[Worker]:
     return []
 
 
-def _decoded(numbers: Sequence[int], raws: Sequence[bytes] | Sequence[str], base: int,
-             reading: _Reading) -> list[tuple[int, str]]:
-    """A block's lines to parse, numbered from `base` and decoded, up to MAX_LINES. The usual block (no line
-    too long, no NUL, no carriage return ending a line) is decoded in one step, or came decoded from the
+def _decoded(numbers: list[int], raws: Sequence[bytes] | Sequence[str], base: int, reading: _Reading) -> LineBlock:
+    """A block's lines to parse (at least one), numbered from `base` and decoded, up to MAX_LINES. The usual block
+    (no line too long, no NUL, no carriage return ending a line) is decoded in one step, or came decoded from the
     compiled split, which decodes only such a block; any other line by line."""
-    if not raws:
-        return []
     if base:
         numbers = list(map(base.__add__, numbers))
     if numbers[-1] > MAX_LINES:
         kept = bisect.bisect_right(numbers, MAX_LINES)
         numbers, raws = numbers[:kept], raws[:kept]
     if isinstance(raws[0], str):
-        return list(zip(numbers, cast("Sequence[str]", raws)))
+        return numbers, list(cast("Sequence[str]", raws))
     raws = cast("Sequence[bytes]", raws)
     joined = b"\n".join(raws)
     if max(map(len, raws), default=0) <= MAX_LINE_BYTES and b"\x00" not in joined and (
@@ -525,7 +553,7 @@ def _decoded(numbers: Sequence[int], raws: Sequence[bytes] | Sequence[str], base
         texts = list(map(bytes.decode, raws)) if joined.isascii() else joined.decode("utf-8", "replace").split("\n")
     else:
         texts = [_decode(raw, reading) for raw in raws]
-    return list(zip(numbers, texts))
+    return numbers, texts
 
 
 def _decode(raw: bytes, reading: _Reading) -> str:
