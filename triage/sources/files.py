@@ -21,7 +21,7 @@ import stat
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterable, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator, Sequence, cast
 
 from ..errors import InputError
 from ..vocabulary import MAX_METRICS_BYTES
@@ -364,7 +364,7 @@ def _tally(reading: _Reading, tally: list[int]) -> None:
     reading.quiet_lines += sum(tally[bulk:])
 
 
-def _read_blocks(inp: LogInput, split: Split, reading: _Reading) -> Iterator[LineBlock]:
+def _read_blocks(inp: LogInput, split: Split, reading: _Reading) -> Generator[LineBlock, None, None]:
     raw, reading.compression = _open_binary(inp)
     try:
         chunks = _decompressed(raw, reading) if reading.compression else iter(lambda: raw.read(BLOCK_BYTES), b"")
