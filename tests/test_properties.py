@@ -439,6 +439,20 @@ def test_the_reader_gives_the_same_lines_with_the_split_compiled_or_in_python(li
         path.unlink()
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+@FAST
+@given(st.lists(st.text(alphabet=st.sampled_from("09a.%\n\u0663\u00e9"), max_size=12), max_size=8), st.booleans())
+def test_a_lines_digit_form_reads_each_ascii_digit_as_zero(compiled, lines, as_bytes):
+    """Bytes, or text that is all ASCII (newlines in it too): each ASCII digit read as 0, nothing else touched; text
+    that is not ASCII has no digit form (an Arabic-Indic digit is no ASCII digit)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _split_implementation(compiled, monkeypatch)
+        given_lines = [line.encode() for line in lines] if as_bytes else lines
+        forms = scan.digit_forms(given_lines)
+    zeroed = [bytes(48 if 48 <= b <= 57 else b for b in line.encode()) for line in lines]
+    assert forms == (zeroed if as_bytes or all(line.isascii() for line in lines) else None)
+
+
 def test_compiled_bulk_split_refuses_malformed_patterns_with_an_error():
     _need_compiled_split()
     for patterns in [((b"",),), ((b"x", b""),), ((b"x", "text"),), ("not a tuple",)]:

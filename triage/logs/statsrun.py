@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from ..model import LogEvent, SourceRef
 from ..redact import Redactor
 from ..sources.files import LineBlock, numbered_lines
-from ..sources.scan import DIGITS_AS_ZERO
+from ..sources.scan import digit_forms
 from ..vocabulary import KV_SATURATED
 from .envelope import process_label
 from .signatures import SignatureSet, StatsLineShape, answer_new_keys
@@ -148,6 +148,8 @@ class _Folder:
         self.clean: dict[tuple[str, str], bool] = {}
         self.templates: dict[bytes, _Template | None] = {}     # by digit form
         self.only_anchor: dict[bytes, bool] = {}                # by digit form: no anchor but the stats one
+        self.may_hold_digit_anchor: dict[bytes, bool] = {}      # by digit form: an anchor with digits may occur
+        self.digit_anchor_forms = tuple(digit_forms([anchor.encode() for anchor in signatures.digit_anchors]) or ())
 
     def fold(self, numbers: list[int], texts: list[str], decided: int) -> list[_Item | StatsRun]:
         """The first `decided` lines of the window (`numbers` and `texts`, in step), numbered, with runs of foldable
@@ -196,17 +198,24 @@ class _Folder:
         if not any(holding):
             return [None] * n, None
         held = texts if all(holding) else list(itertools.compress(texts, holding))
-        joined = "\n".join(held)
-        forms = joined.encode().translate(DIGITS_AS_ZERO).split(b"\n") if joined.isascii() else []
-        if len(forms) != len(held):                 # not all ASCII: matched line by line
+        forms = digit_forms(held)
+        if forms is None:                           # not all ASCII: matched line by line
             return _scattered(holding, list(map(self._template_of, held))), None
         if len(self.templates) > MAX_FORMS:
             self.templates.clear()
             self.only_anchor.clear()
+            self.may_hold_digit_anchor.clear()
         answer_new_keys(self.templates, forms, held, self._template_of)
         found = list(map(self.templates.__getitem__, forms))
-        digit_free = not any(anchor in joined for anchor in self.signatures.digit_anchors)
+        # An anchor with digits occurs in a line only where its own digit form occurs in the line's: the lines of
+        # the other forms need no search.
+        answer_new_keys(self.may_hold_digit_anchor, forms, forms, self._holds_digit_anchor_form)
+        maybe = itertools.compress(held, map(self.may_hold_digit_anchor.__getitem__, forms))
+        digit_free = not any(anchor in line for line in maybe for anchor in self.signatures.digit_anchors)
         return _scattered(holding, found), _scattered(holding, forms) if digit_free else None
+
+    def _holds_digit_anchor_form(self, form: bytes) -> bool:
+        return any(anchor in form for anchor in self.digit_anchor_forms)
 
     def _restart_lines(self, texts: list[str], holes: list[int], found: list[bool],
                        forms: list[bytes | None] | None) -> list[int]:

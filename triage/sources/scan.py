@@ -103,7 +103,7 @@ class QuietLines:
     head: re.Pattern[bytes]
     stops: tuple[bytes, ...]
 
-    def mask(self, non_empty: bytes, indexes: Sequence[int], rest: Sequence[bytes]) -> list[bool]:
+    def mask(self, non_empty: bytes, indexes: Sequence[int], rest: list[bytes]) -> list[bool]:
         """Whether each line of `rest` (the block's lines at `indexes` that no bulk pattern claimed) is quiet;
         `non_empty` has a byte per line of the block, 1 where the line is not empty. Every step runs its loop
         over the lines in C (map, compress); the test itself runs once per digit form."""
@@ -123,7 +123,7 @@ class QuietLines:
                                             map(padded.__getitem__, map((2).__add__, indexes))), received_before)
         return list(map(operator.and_, map(_SECOND, verdicts), map(bool, neighbours)))
 
-    def _verdicts(self, rest: Sequence[bytes]) -> list[tuple[bool, bool]]:
+    def _verdicts(self, rest: list[bytes]) -> list[tuple[bool, bool]]:
         """(has the prefix, is quiet but for its neighbours) of each line, asked once per digit form (the line
         with its digits read as 0s). The prefix's pattern reads every digit alike, and so does the search for
         the stops but for those holding digits whose other forms are not stops too (` HTTP/1.1" `): where one
@@ -134,7 +134,7 @@ class QuietLines:
         verdict = functools.partial(_verdict, self.head.match, _automaton(self.stops).find_matches_as_indexes)
         if any(map(b"\n".join(rest).__contains__, _digit_stops(self.stops))):
             return list(map(verdict, rest))
-        forms = list(map(bytes.translate, rest, itertools.repeat(DIGITS_AS_ZERO)))
+        forms = cast("list[bytes]", digit_forms(rest))      # bytes: never None
         answers = {form: verdict(line) for form, line in dict(zip(forms, rest)).items()}
         return list(map(answers.__getitem__, forms))
 
@@ -151,6 +151,25 @@ _FIRST = operator.itemgetter(0)
 _SECOND = operator.itemgetter(1)
 _DIGITS = b"0123456789"
 DIGITS_AS_ZERO = bytes.maketrans(_DIGITS, b"0" * 10)      # a line's digit form: `line.translate(DIGITS_AS_ZERO)`
+
+
+def digit_forms(lines: list[bytes] | list[str]) -> list[bytes] | None:
+    """Each line's digit form, its bytes with every ASCII digit read as 0 (None when a line of text is not ASCII):
+    lines that differ only in their digits share it. Compiled where _bulkscan.c was built."""
+    if _bulkscan is not None:
+        return _bulkscan.digit_forms(lines)
+    if not lines:
+        return []
+    if isinstance(lines[0], bytes):
+        return list(map(bytes.translate, cast("list[bytes]", lines), itertools.repeat(DIGITS_AS_ZERO)))
+    texts = cast("list[str]", lines)
+    joined = "\n".join(texts)
+    if not joined.isascii():
+        return None
+    forms = joined.encode().translate(DIGITS_AS_ZERO).split(b"\n")
+    if len(forms) != len(texts):        # a line of text held a newline: each on its own
+        forms = [text.encode().translate(DIGITS_AS_ZERO) for text in texts]
+    return forms
 
 
 @functools.lru_cache(maxsize=4)
