@@ -763,6 +763,7 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
     return events, parse.result()
 
 
+@pytest.mark.parametrize("cap", [2, 10_000], ids=["runs", "alone"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stats_log(), st.sampled_from([1, 2, 3, 5, 4096]))
 @example([(1, "(APIServer pid=1) INFO 11-29 21:03:25 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
@@ -790,16 +791,16 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
 @example([(n, _STATS_LINE.replace("1.0 tokens/s", ("1" * 400 if n == 6 else "1") + ".0 tokens/s")
                .replace("usage: 4.0%", "usage: 99.0%" if n == 6 else "usage: 4.0%")) for n in range(1, 13)],
          3)                                 # the fullest line too long to fold: evidence is cut at 600 characters
-def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(lines, batch):
+def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(cap, lines, batch):
     """Folding a run of stats lines gives the event merge_stats makes of the lines parsed one by one, and every
     other event, the coverage and the unrecognised lines as parsing them all does, however the lines are
-    batched."""
+    batched; a stats line read alone (before the cap) gives the parser's own event."""
     from functools import reduce
     from unittest import mock
 
     from triage.logs import parse as logparse
     from triage.logs import statsrun
-    with mock.patch.object(logparse, "STATS_CAP", 2), mock.patch.object(statsrun, "BATCH_LINES", batch):
+    with mock.patch.object(logparse, "STATS_CAP", cap), mock.patch.object(statsrun, "BATCH_LINES", batch):
         slow, slow_result = _parsed(lines, False)      # fold from the third stats line on, not the 4,001st
         fast, fast_result = _parsed(lines, True)
     at = 0

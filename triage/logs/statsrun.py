@@ -1,18 +1,19 @@
-"""Runs of stats lines folded into one event each before they are parsed one by one.
+"""Runs of stats lines read as one event each, here rather than parsed one by one.
 
-A long log's stats lines (`Engine 000: Avg prompt throughput: ...` every 10 s, V0's `Avg prompt
-throughput: ...`) are what its events are mostly made of, and an event costs about 8 µs to build
-whatever is done to read the line. The parser already merges them once an attempt holds more than
-parse.STATS_CAP (peaks kept, counts summed: `merge_stats`). So once an attempt has given that many stats
-lines (counted again after each line that may start another attempt: a banner, the engine's config), each
-further run of up to FOLD_LINES lines of the same stats shape, from the same process, one after the other
-among the lines the parser receives, is read here and becomes the one event `merge_stats` would make of
-them. A line this cannot prove it reads exactly as the parser would (another anchor in it, anything
-redaction could touch, a neighbour that could be its wrapped tail or a collector's partial line) goes the
-usual way. What does change is how the attempt's merging groups the intervals past its cap: it merges these
-runs pairwise where it would have merged single lines pairwise, so its peaks, sums and counts are the same
-but a figure read per merged interval (the median of running requests while the cache was full, the
-timeline's points) is taken over other groups.
+A long log's stats lines (`Engine 000: Avg prompt throughput: ...` every 10 s, V0's `Avg prompt throughput:
+...`) are what its events are mostly made of, and an event costs about 8 µs to build whatever is done to read
+the line. The parser already merges them once an attempt holds more than parse.STATS_CAP (peaks kept, counts
+summed: `merge_stats`). So once an attempt has given that many stats lines (counted again after each line that
+may start another attempt: a banner, the engine's config), each further run of up to FOLD_LINES lines of the
+same stats shape, from the same process, one after the other among the lines the parser receives, is read here
+and becomes the one event `merge_stats` would make of them. An attempt's first stats lines, which the parser
+keeps each as its own event, are read here too, each as a run of one: the parser's path (envelope, signature
+search, redaction) costs some 30 µs a line, a folded line's about 3 µs. A line this cannot prove it reads
+exactly as the parser would (another anchor in it, anything redaction could touch, a neighbour that could be its
+wrapped tail or a collector's partial line) goes the usual way. What does change is how the attempt's merging
+groups the intervals past its cap: it merges these runs pairwise where it would have merged single lines
+pairwise, so its peaks, sums and counts are the same but a figure read per merged interval (the median of
+running requests while the cache was full, the timeline's points) is taken over other groups.
 The lines are taken BATCH_LINES at a time and every test runs over the batch in C (map, compress). A
 line is matched once per digit form (the line with its digits read as 0s; a stats log's lines take a
 few hundred forms): the shapes read every digit alike, so a form's other lines are cut by the slices of
@@ -52,7 +53,9 @@ _NAME_PID = operator.itemgetter(0, 1)
 _START = operator.attrgetter("start")
 _SHAPE = operator.attrgetter("shape")
 _ROW = operator.attrgetter("row")
-_FOLDED = re.compile(b"\x01+")
+_IN_RUNS, _ALONE = 1, 2          # `_foldable`'s marks: lines read into runs, lines read each as its own event
+_MARKED = re.compile(b"\x01+|\x02+")
+_RUN_OR_ALONE = (_ALONE, _IN_RUNS)      # by whether the line is past the cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +149,7 @@ class _Folder:
         self.previous_found = False
         self.run: _Run | None = None
         self.clean: dict[tuple[str, str], bool] = {}
+        self.processes: dict[tuple[str, str], str | None] = {}   # by name and pid: their process label
         self.templates: dict[bytes, _Template | None] = {}     # by digit form
         self.only_anchor: dict[bytes, bool] = {}                # by digit form: no anchor but the stats one
         self.may_hold_digit_anchor: dict[bytes, bool] = {}      # by digit form: an anchor with digits may occur
@@ -174,12 +178,16 @@ class _Folder:
         foldable = self._foldable(numbers, texts, found, holes, rows, templates, forms, decided, restarts)
         out: list[_Item | StatsRun] = []
         at = 0
-        for segment in _FOLDED.finditer(foldable):
+        for segment in _MARKED.finditer(foldable):
             start, end = segment.span()
             if start > at:
                 out += self._close()
                 out += zip(numbers[at:start], texts[at:start])
-            out += self._extend(numbers, texts, rows, templates, start, end)
+            if foldable[start] == _IN_RUNS:
+                out += self._extend(numbers, texts, rows, templates, start, end)
+            else:
+                out += self._close()
+                out += self._alone(numbers, texts, rows, templates, start, end)
             at = end
         if at < decided:
             out += self._close()
@@ -248,13 +256,14 @@ class _Folder:
     def _foldable(self, numbers: list[int], texts: list[str], found: list[bool], holes: list[int],
                   rows: list[_Row | None], templates: list[_Template | None], forms: list[bytes | None] | None,
                   decided: int, restarts: list[int]) -> bytes:
-        """b"\\x01" for each of the first `decided` lines folded, b"\\x00" for one parsed as usual.
+        """For each of the first `decided` lines, _IN_RUNS where it is folded into a run, _ALONE where it is read
+        as its own event here, 0 where the parser reads it as usual.
 
-        A line is folded when it is a stats line past the first `after` since the last line that may restart
-        (`restarts`, places in the batch), the line the parser receives before it is a stats line too (not a
-        collector's partial line it would end), the one after it is a stats line or follows a gap (it is not
-        the line's wrapped tail or split end), it is short, and it holds no other anchor and nothing redaction
-        could touch."""
+        A line is read here when it is a stats line, the line the parser receives before it is a stats line too
+        (not a collector's partial line it would end), the one after it is a stats line or follows a gap (it is
+        not the line's wrapped tail or split end), it is short, and it holds no other anchor and nothing
+        redaction could touch. It is folded into a run when it is past the first `after` since the last line
+        that may restart (`restarts`, places in the batch); before, the parser keeps each such line's event."""
         mine = found[:decided]
         previous_found = self.previous_found
         seen = self.seen
@@ -262,17 +271,16 @@ class _Folder:
         self.previous_found = mine[-1] if mine else previous_found
         if not restarts and seen >= self.after and len(holes) <= FEW_HOLES and max(map(len, texts)) <= MAX_LINE_CHARS:
             return self._usual(numbers, texts, holes, rows, templates, forms, decided, previous_found)
-        after_stats = list(map(operator.and_, mine, [previous_found, *mine[:-1]]))
-        if not any(after_stats) or not restarts and self.seen <= self.after:   # lone ones, or an attempt's first
+        candidates = list(map(operator.and_, mine, [previous_found, *mine[:-1]]))
+        if not any(candidates):
             return bytes(decided)
-        past_cap: Iterable[bool]
+        past_cap: list[bool]
         if restarts:
             past_cap = self._past_cap(mine, seen, restarts)
         elif seen >= self.after:
-            past_cap = itertools.repeat(True)
+            past_cap = [True] * decided
         else:
-            past_cap = map((self.after - seen).__lt__, itertools.accumulate(mine))
-        candidates = list(map(operator.and_, after_stats, past_cap))
+            past_cap = list(map((self.after - seen).__lt__, itertools.accumulate(mine)))
         if max(map(len, texts)) > MAX_LINE_CHARS:
             candidates = list(map(operator.and_, candidates, map(MAX_LINE_CHARS.__ge__, map(len, texts))))
         if numbers[-1] - numbers[0] == len(numbers) - 1:    # the numbers rise: no gap between these lines
@@ -285,7 +293,8 @@ class _Folder:
                             None if forms is None else list(itertools.compress(forms, candidates)))
         fold_them = list(map(operator.and_, plain, itertools.compress(next_ok, candidates)))
         mask = bytearray(decided)
-        _put(mask, itertools.compress(itertools.compress(range(decided), candidates), fold_them), itertools.repeat(1))
+        chosen = list(itertools.compress(itertools.compress(range(decided), candidates), fold_them))
+        _put(mask, chosen, map(_RUN_OR_ALONE.__getitem__, map(past_cap.__getitem__, chosen)))
         return bytes(mask)
 
     def _past_cap(self, mine: list[bool], seen: int, restarts: list[int]) -> list[bool]:
@@ -333,6 +342,8 @@ class _Folder:
         whatever its digits."""
         keys = list(map(_NAME_FILE, rows))
         starts = list(map(_START, templates))
+        if len(self.clean) > MAX_FORMS:              # a hostile log's ever new names and files
+            self.clean.clear()
         alone: Iterable[bool]
         if keys and keys.count(keys[0]) == len(keys):   # the usual batch: one process name, one file
             if keys[0] not in self.clean:
@@ -371,7 +382,7 @@ class _Folder:
                 done += self._close()
             while at < stop:
                 if self.run is None:
-                    self.run = _Run(shapes[first], processes[first])
+                    self.run = _Run(shapes[first], processes[first], self._process(processes[first]))
                 take = min(stop - at, FOLD_LINES - len(self.run.numbers))
                 lines = slice(start + at, start + at + take)
                 self.run.add(numbers[lines], texts[lines], rows[lines], templates[lines])
@@ -379,6 +390,28 @@ class _Folder:
                 if len(self.run.numbers) >= FOLD_LINES:
                     done += self._close()
         return done
+
+    def _alone(self, numbers: list[int], texts: list[str], rows: list[Any], templates: list[Any], start: int,
+               end: int) -> list[StatsRun]:
+        """The lines [start:end] of the window, each the one event the parser would make of it: a run of one."""
+        alone = []
+        for at in range(start, end):
+            template, text, number = templates[at], texts[at], numbers[at]
+            shape = template.shape
+            alone.append(StatsRun(shape.signature.id, shape.fields_from(template.fields(text)),
+                                  self._process(_NAME_PID(rows[at])), template.level, " ".join(template.when(text)),
+                                  SourceRef(self.name, number, text, template.span), number, 1))
+        return alone
+
+    def _process(self, key: tuple[str, str]) -> str | None:
+        """The process a line's name and pid make, as the envelope names it."""
+        label = self.processes.get(key, "")
+        if label == "":
+            if len(self.processes) > MAX_FORMS:      # a hostile log's ever new names
+                self.processes.clear()
+            name, pid = key
+            label = self.processes[key] = process_label(name or None, pid) if pid else None
+        return label
 
     def _close(self) -> list[StatsRun]:
         """The run being built, ended (none when there is none)."""
@@ -392,11 +425,10 @@ class _Run:
     """Stats lines being folded: their rows and templates, until the run ends and `done` makes of them what
     `merge_stats` would (the figures converted a field at a time over the run)."""
 
-    def __init__(self, shape: StatsLineShape, process_key: tuple[str, ...]) -> None:
+    def __init__(self, shape: StatsLineShape, process_key: tuple[str, ...], process: str | None) -> None:
         self.shape = shape
         self.process_key = process_key
-        name, pid = process_key
-        self.process = process_label(name or None, pid) if pid else None    # as the envelope names it
+        self.process = process
         self.numbers: list[int] = []
         self.texts: list[str] = []
         self.rows: list[_Row] = []
