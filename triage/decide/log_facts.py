@@ -348,10 +348,18 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
 
 # --- memory -------------------------------------------------------------------------------------
 
+# The memory figures read from the startup lines, and which of several to take.
+_MEMORY_FIELDS = (("gpu_total_gib", "first"), ("weights_gib", "max"), ("activation_gib", "max"),
+                  ("non_torch_gib", "max"), ("cuda_graph_gib", "max"), ("kv_cache_gib", "min"),
+                  ("max_concurrency", "min"), ("kv_needed_gib", "first"), ("estimated_max_model_len", "first"),
+                  ("budget_gib", "first"), ("free_gib", "first"), ("requested_gib", "first"),
+                  ("tried_to_allocate_gib", "first"), ("checkpoint_gib", "max"), ("cuda_graph_estimate_gib", "max"))
+
+
 def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -> None:
     oom = failure if failure is not None and failure.kind == "cuda_oom" else None
     check = failure if failure is not None and failure.kind in ("free_memory_low", "kv_memory_low") else None
-    put_field = _field_putter(out, events)
+    put_field = _field_putter(out, events, frozenset(key for key, _ in _MEMORY_FIELDS))
     # The failure's own figures first: they describe the moment it broke.
     for source in (oom, check):
         if source is None:
@@ -360,13 +368,8 @@ def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -
                     "allocated_gib", "private_pool_gib", "gpu_memory_utilization", "kv_requested_gib"):
             if key in source.fields:
                 out.put(key, source.fields[key], [source.source])
-    for key, how in (("gpu_total_gib", "first"), ("weights_gib", "max"), ("activation_gib", "max"),
-                     ("non_torch_gib", "max"), ("cuda_graph_gib", "max"), ("kv_cache_gib", "min"),
-                     ("max_concurrency", "min"), ("kv_needed_gib", "first"), ("estimated_max_model_len", "first"),
-                     ("budget_gib", "first"), ("free_gib", "first"), ("requested_gib", "first"),
-                     ("tried_to_allocate_gib", "first"), ("checkpoint_gib", "max")):
+    for key, how in _MEMORY_FIELDS:
         put_field(key, key, how)
-    put_field("cuda_graph_estimate_gib", "cuda_graph_estimate_gib", "max")
     _graph_profiling(out, events)
     _kv_tokens(out, events)
     _budget(out)
@@ -384,7 +387,11 @@ def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -
         out.put("oom_self_share", this / total, out.facts["this_process_gib"].evidence)
 
 
-def _field_putter(out: _Facts, events: Sequence[LogEvent]) -> Callable[[str, str, str], None]:
+def _field_putter(out: _Facts, events: Sequence[LogEvent], keys: frozenset[str]) -> Callable[[str, str, str], None]:
+    """Put a fact from the events' figure `key` (one of `keys`: the events holding none are left out once, not
+    searched again for each: a long log's thousands of stats events)."""
+    events = [e for e in events if not keys.isdisjoint(e.fields)]
+
     def put(fact: str, key: str, how: str) -> None:
         found = [e for e in events if isinstance(e.fields.get(key), (int, float))
                  and not isinstance(e.fields.get(key), bool)]

@@ -476,10 +476,9 @@ class _Run:
                              map(bool, values.get("swapped", absent)))
                 fields["saturated"] = sum(full)
                 fields["saturated_queue"] = sum(map(operator.and_, full, queued))
-            if "preemptions" in values:
-                preempted = _present(values["preemptions"])
-                if preempted:
-                    fields["preemptions"] = sum(preempted)
+            preemptions = values.get("preemptions")
+            if preemptions is not None and preemptions.count(None) < count:     # a line of the run has them
+                fields["preemptions"] = sum(_present(preemptions))
             best -= kv[::-1].index(fullest)      # merge_stats: the later line unless an earlier had more
             fields["since"] = " ".join(self.templates[0].when(self.texts[0]))
         source = SourceRef(name, self.numbers[best], self.texts[best], self.templates[best].span)
