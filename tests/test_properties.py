@@ -451,6 +451,8 @@ def test_a_lines_digit_form_reads_each_ascii_digit_as_zero(compiled, lines, as_b
         forms = scan.digit_forms(given_lines)
     zeroed = [bytes(48 if 48 <= b <= 57 else b for b in line.encode()) for line in lines]
     assert forms == (zeroed if as_bytes or all(line.isascii() for line in lines) else None)
+    if compiled and forms:      # one object a form: a dict finds it by identity, its hash computed once
+        assert len({id(form) for form in forms}) == len(set(forms))
 
 
 def test_compiled_bulk_split_refuses_malformed_patterns_with_an_error():

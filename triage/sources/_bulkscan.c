@@ -264,53 +264,116 @@ done:
 PyDoc_STRVAR(digit_forms_doc,
 "digit_forms(lines) -> list[bytes] | None\n\n"
 "Each line's digit form: its bytes with every ASCII digit read as 0. `lines` is a list of bytes or of str;\n"
-"None when a str is not ASCII (its form is then not its bytes). scan.digit_forms does the same in Python.");
+"None when a str is not ASCII (its form is then not its bytes). Lines of one form get the same bytes object.\n"
+"scan.digit_forms does the same in Python.");
 
+/* A form met earlier in the call: its bytes object and a hash of its bytes. */
+typedef struct {
+    uint64_t hash;
+    PyObject *form;             /* borrowed: the list of forms holds it */
+} Met;
+
+/* A quick hash of a form's bytes, eight at a time: equal forms are told apart from the rest by comparing them,
+ * so a collision costs a compare, never a wrong answer. */
+static uint64_t form_hash(const unsigned char *bytes, Py_ssize_t len) {
+    uint64_t hash = 0x9E3779B97F4A7C15ULL ^ (uint64_t)len, word;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&word, bytes + i, 8);
+        hash = (hash ^ word) * 0x100000001B3ULL;
+        hash ^= hash >> 29;
+    }
+    word = 0;
+    memcpy(&word, bytes + i, (size_t)(len - i));
+    hash = (hash ^ word) * 0x100000001B3ULL;
+    return hash ^ (hash >> 29);
+}
+
+/* A line's bytes and their length; -1 for text that is not ASCII, -2 with an error set. */
+static Py_ssize_t line_bytes(PyObject *line, const unsigned char **data) {
+    if (PyBytes_Check(line)) {
+        *data = (const unsigned char *)PyBytes_AS_STRING(line);
+        return PyBytes_GET_SIZE(line);
+    }
+    if (PyUnicode_Check(line)) {
+        if (PyUnicode_READY(line) < 0)
+            return -2;
+        if (!PyUnicode_IS_ASCII(line))
+            return -1;
+        *data = PyUnicode_1BYTE_DATA(line);
+        return PyUnicode_GET_LENGTH(line);
+    }
+    PyErr_SetString(PyExc_TypeError, "digit_forms takes a list of bytes or str");
+    return -2;
+}
+
+/* Lines of one form share its bytes object: a dict then finds the form by identity, with its hash computed
+ * once, where a new object for every line was hashed and compared byte by byte each time it was looked up. */
 static PyObject *digit_forms(PyObject *Py_UNUSED(module), PyObject *lines) {
     if (!PyList_Check(lines)) {
         PyErr_SetString(PyExc_TypeError, "digit_forms takes a list of bytes or str");
         return NULL;
     }
-    Py_ssize_t count = PyList_GET_SIZE(lines);
-    PyObject *forms = PyList_New(count);
-    if (!forms)
-        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(lines), slots = 16, room = 0;
+    while (slots < 2 * count)
+        slots *= 2;
+    PyObject *forms = PyList_New(count), *result = NULL;
+    Met *met = PyMem_Calloc((size_t)slots, sizeof(Met));
+    unsigned char *scratch = NULL;
+    if (!forms || !met) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *line = PyList_GET_ITEM(lines, i);
-        const unsigned char *data;
-        Py_ssize_t len;
-        if (PyBytes_Check(line)) {
-            data = (const unsigned char *)PyBytes_AS_STRING(line);
-            len = PyBytes_GET_SIZE(line);
-        } else if (PyUnicode_Check(line)) {
-            if (PyUnicode_READY(line) < 0) {
-                Py_DECREF(forms);
-                return NULL;
-            }
-            if (!PyUnicode_IS_ASCII(line)) {
-                Py_DECREF(forms);
-                Py_RETURN_NONE;
-            }
-            data = PyUnicode_1BYTE_DATA(line);
-            len = PyUnicode_GET_LENGTH(line);
-        } else {
-            Py_DECREF(forms);
-            PyErr_SetString(PyExc_TypeError, "digit_forms takes a list of bytes or str");
-            return NULL;
+        const unsigned char *data = NULL;
+        Py_ssize_t len = line_bytes(PyList_GET_ITEM(lines, i), &data);
+        if (len == -1) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
         }
-        PyObject *form = PyBytes_FromStringAndSize(NULL, len);
-        if (!form) {
-            Py_DECREF(forms);
-            return NULL;
+        if (len < 0)
+            goto done;
+        if (len > room) {
+            unsigned char *more = PyMem_Realloc(scratch, (size_t)len);
+            if (!more) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            scratch = more;
+            room = len;
         }
-        unsigned char *out = (unsigned char *)PyBytes_AS_STRING(form);
         for (Py_ssize_t k = 0; k < len; k++) {
             unsigned char c = data[k];
-            out[k] = (unsigned char)(c - '0') < 10 ? '0' : c;
+            scratch[k] = (unsigned char)(c - '0') < 10 ? '0' : c;
+        }
+        uint64_t hash = form_hash(scratch, len);
+        Py_ssize_t slot = (Py_ssize_t)(hash & (uint64_t)(slots - 1));
+        PyObject *form = NULL;
+        for (; met[slot].form; slot = (slot + 1) & (slots - 1)) {
+            PyObject *seen = met[slot].form;
+            if (met[slot].hash == hash && PyBytes_GET_SIZE(seen) == len
+                    && memcmp(PyBytes_AS_STRING(seen), scratch, (size_t)len) == 0) {
+                form = seen;
+                Py_INCREF(form);
+                break;
+            }
+        }
+        if (!form) {
+            form = PyBytes_FromStringAndSize((const char *)scratch, len);
+            if (!form)
+                goto done;
+            met[slot] = (Met){hash, form};
         }
         PyList_SET_ITEM(forms, i, form);
     }
-    return forms;
+    result = forms;
+    forms = NULL;
+done:
+    Py_XDECREF(forms);
+    PyMem_Free(met);
+    PyMem_Free(scratch);
+    return result;
 }
 
 static PyMethodDef methods[] = {
