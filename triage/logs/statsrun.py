@@ -453,6 +453,11 @@ class _Run:
             values: dict[str, list[Any]] = {}
             columns = itertools.islice(zip(*self.rows), _ROW_PREFIX, None)
             for (key, value_of, peak), column in zip(shape.summed_plan, columns):
+                # One text throughout (a queue that stays empty, nothing swapped): converted once; its peak is the
+                # last line's own figure, already in `fields`.
+                if column[0] == column[-1] and column.count(column[0]) == count:
+                    values[key] = [value_of(column[0])] * count
+                    continue
                 values[key] = converted = list(map(value_of, column))
                 top = _peak(converted) if peak else None
                 if top is not None:
