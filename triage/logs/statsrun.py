@@ -144,6 +144,8 @@ class _Folder:
         self.signatures, self.redactor, self.name, self.after = signatures, redactor, name, after
         self.anchor = signatures.stats_lines[0].anchor
         self.restarts = tuple(restarts)
+        # The anchors have no digits: a form holds one where its lines do.
+        self.holds_restart = functools.partial(_holds_any, tuple(anchor.encode() for anchor in self.restarts))
         self.restart_forms: dict[bytes | None, bool] = {}      # by digit form: a restart anchor occurs in it
         self.seen = 0                                           # stats lines since the last line that may restart
         self.previous_found = False
@@ -153,7 +155,9 @@ class _Folder:
         self.templates: dict[bytes, _Template | None] = {}     # by digit form
         self.only_anchor: dict[bytes, bool] = {}                # by digit form: no anchor but the stats one
         self.may_hold_digit_anchor: dict[bytes, bool] = {}      # by digit form: an anchor with digits may occur
-        self.digit_anchor_forms = tuple(digit_forms([anchor.encode() for anchor in signatures.digit_anchors]) or ())
+        # An anchor with digits occurs in a line only where its own digit form occurs in the line's.
+        self.may_hold_digit = functools.partial(
+            _holds_any, tuple(digit_forms([anchor.encode() for anchor in signatures.digit_anchors]) or ()))
 
     def fold(self, numbers: list[int], texts: list[str], decided: int) -> list[_Item | StatsRun]:
         """The first `decided` lines of the window (`numbers` and `texts`, in step), numbered, with runs of foldable
@@ -213,17 +217,14 @@ class _Folder:
             self.templates.clear()
             self.only_anchor.clear()
             self.may_hold_digit_anchor.clear()
+            self.restart_forms.clear()
         answer_new_keys(self.templates, forms, held, self._template_of)
         found = list(map(self.templates.__getitem__, forms))
-        # An anchor with digits occurs in a line only where its own digit form occurs in the line's: the lines of
-        # the other forms need no search.
-        answer_new_keys(self.may_hold_digit_anchor, forms, forms, self._holds_digit_anchor_form)
+        # The lines of the forms that cannot hold an anchor with digits need no search.
+        answer_new_keys(self.may_hold_digit_anchor, forms, forms, self.may_hold_digit)
         maybe = itertools.compress(held, map(self.may_hold_digit_anchor.__getitem__, forms))
         digit_free = not any(anchor in line for line in maybe for anchor in self.signatures.digit_anchors)
         return _scattered(holding, found), _scattered(holding, forms) if digit_free else None
-
-    def _holds_digit_anchor_form(self, form: bytes) -> bool:
-        return any(anchor in form for anchor in self.digit_anchor_forms)
 
     def _restart_lines(self, texts: list[str], holes: list[int], found: list[bool],
                        forms: list[bytes | None] | None) -> list[int]:
@@ -235,16 +236,11 @@ class _Folder:
         if forms is None:
             stats = [i for i in lines if any(map(texts[i].__contains__, self.restarts))]
         else:
-            if len(self.restart_forms) > MAX_FORMS:
-                self.restart_forms.clear()
             stated = list(itertools.compress(forms[:len(texts)], found))
-            answer_new_keys(self.restart_forms, stated, stated, self._restart_form)
+            answer_new_keys(self.restart_forms, stated, stated, self.holds_restart)
             held = any(map(self.restart_forms.__getitem__, stated))
             stats = [i for i, form in zip(lines, stated) if self.restart_forms[form]] if held else []
         return sorted(places + stats)
-
-    def _restart_form(self, form: bytes | None) -> bool:
-        return form is not None and any(anchor.encode() in form for anchor in self.restarts)
 
     def _template_of(self, text: str) -> _Template | None:
         for shape in self.signatures.stats_lines:
@@ -490,6 +486,11 @@ class _Run:
         date, time = last.when(text)
         return StatsRun(shape.signature.id, fields, self.process, last.level, f"{date} {time}", source,
                         self.numbers[-1], count)
+
+
+def _holds_any(anchors: tuple[bytes, ...], form: bytes | None) -> bool:
+    """Whether one of `anchors` occurs in a digit form (None: a line with no form)."""
+    return form is not None and any(anchor in form for anchor in anchors)
 
 
 def _scattered(chosen: list[bool], values: list[Any], other: Any = None) -> list[Any]:
