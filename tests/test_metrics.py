@@ -168,6 +168,12 @@ def test_files_are_timed_by_their_mtime(tmp_path):
 
 # --- thinning: many snapshots held for what their gauges cost (metrics/thinning.py) ----------------
 
+# Seconds of latency summed by scrape 0, 1, ...: their differences, added pair by pair, do not give the last minus
+# the first to the bit.
+LATENCY_SUMS = (0.008234, 49.833939, 80.285465, 98.500577, 98.502725, 98.510372, 98.518609, 193.167526, 193.169168,
+                193.171764, 193.602812, 193.610899)
+
+
 def _server(scrape: int, engines: int = 4) -> str:
     """One exposition of a server with `engines` engines, a scrape later than the one before."""
     lines = []
@@ -180,7 +186,7 @@ def _server(scrape: int, engines: int = 4) -> str:
         lines += [f'vllm:e2e_request_latency_seconds_bucket{{{labels},le="{bound}"}} {(b + 1) * scrape}'
                   for b, bound in enumerate(("0.1", "1.0", "10.0", "+Inf"))]
         lines += [f"vllm:e2e_request_latency_seconds_count{{{labels}}} {4 * scrape}",
-                  f"vllm:e2e_request_latency_seconds_sum{{{labels}}} {0.7 * scrape}"]
+                  f"vllm:e2e_request_latency_seconds_sum{{{labels}}} {LATENCY_SUMS[scrape % 12]}"]
     return "\n".join(lines) + "\n"
 
 
@@ -196,23 +202,26 @@ def _saved(tmp_path, bodies, apart: float = 15.0):
 
 
 def test_many_snapshots_hold_their_gauges_and_the_ends_of_their_counters(tmp_path):
-    """Twelve snapshots: the ten in the middle keep only their gauges, the preemption counter the timeline
-    shows per scrape, and sums that are not whole numbers; each sample kept stands for those thinned before it,
-    so the counts read are what they were."""
+    """Twelve snapshots: the ten in the middle keep only their gauges and the preemption counter the timeline
+    shows per scrape (a latency sum that is not a whole number is thinned too); each sample kept stands for
+    those thinned before it, so the counts read are what they were."""
     from triage.metrics.inputs import read_files
     from triage.redact import Redactor
     paths = _saved(tmp_path, [_server(i) for i in range(12)])
     thinned, whole = read_files(paths, None, Redactor()), read_files(paths, None, None)
     assert len(whole.samples) == 12 * 4 * 10
     middle = {s.name for s in thinned.samples if 0 < s.scrape < 11}
-    assert middle == {"vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_preemptions_total",
-                      "vllm:e2e_request_latency_seconds_sum"}
-    assert len(thinned.samples) == 2 * 4 * 10 + 10 * 4 * 4
+    assert middle == {"vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_preemptions_total"}
+    assert len(thinned.samples) == 2 * 4 * 10 + 10 * 4 * 3
     assert sum(s.stands_for for s in thinned.samples) == len(whole.samples)
     assert thinned.inputs == whole.inputs and thinned.inputs[0].vllm_lines == 40
     facts = [extract_metric_facts(read.samples, read.origin.ordering) for read in (thinned, whole)]
     assert facts[0] == facts[1] and facts[0]["vllm_lines"].value == 480
     assert facts[0]["e2e_latency_p50_seconds"].value == whole_quantile(whole.samples)
+    latency_sums = [counter_increase([s for s in read.samples if s.name == "vllm:e2e_request_latency_seconds_sum"])
+                    for read in (thinned, whole)]
+    assert latency_sums[0].value == latency_sums[1].value       # to the bit: a stretch's last point minus its first
+    assert latency_sums[0].value == pytest.approx(4 * (LATENCY_SUMS[-1] - LATENCY_SUMS[0]))
 
 
 def whole_quantile(samples):
@@ -224,8 +233,9 @@ def whole_quantile(samples):
 
 def test_thinning_keeps_every_point_where_it_could_change_a_figure(tmp_path):
     """Nothing is thinned from snapshots whose times are unknown (a copy of the one before is found by comparing
-    every sample), from snapshots with timestamps of their own, nor from values that are not whole numbers or
-    too large to sum exactly, nor from an input whose name redaction masks."""
+    every sample), from snapshots with timestamps of their own, nor from an input whose name redaction masks;
+    values that are not whole numbers, or too large for a float to hold every whole number, are thinned like
+    any other (an increase is a stretch's last point minus its first)."""
     from triage.metrics.inputs import read_files
     from triage.metrics.parse import parse_exposition
     from triage.metrics.thinning import ANY_REDACTION, Thinning
@@ -242,8 +252,8 @@ def test_thinning_keeps_every_point_where_it_could_change_a_figure(tmp_path):
 
     counter = "vllm:request_success_total{{engine=\"0\"}} {}\nvllm:num_requests_running{{engine=\"0\"}} 1\n"
     assert held([counter.format(v) for v in (1, 2, 3, 4)]) == 6
-    assert held([counter.format(v) for v in (0.5, 1.5, 2.5, 3.5)]) == 8
-    assert held([counter.format(2.0 ** 40 + v) for v in (1, 2, 3, 4)]) == 8
+    assert held([counter.format(v) for v in (0.5, 1.5, 2.5, 3.5)]) == 6
+    assert held([counter.format(2.0 ** 40 + v) for v in (1, 2, 3, 4)]) == 6
     assert held([counter.format(v) for v in (1, 2, 3, 4)], "token=hf_abcdefghijklmnopqrstuvwxyz0123.prom") == 8
     stamped = [counter.replace("} 1\n", "} 1 1764500000000\n").replace("{}\n", "{} 1764500000000\n").format(v)
                for v in (1, 2, 3, 4)]

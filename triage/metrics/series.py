@@ -74,17 +74,21 @@ def counter_increase(samples: Sequence[MetricSample], created: Sequence[MetricSa
 def _grown(points: Sequence[MetricSample], key: tuple, starts: Mapping[tuple, float], once: bool, total: float,
            resets: int) -> tuple[float, int]:
     """`total` and `resets` with one series' increase added (its points in scrape order, `key` its labels,
-    `starts` the _created values by scrape and labels); `once`: a single scrape, the count since the start."""
+    `starts` the _created values by scrape and labels); `once`: a single scrape, the count since the start.
+
+    The increase is taken per stretch between restarts, its last point minus its first (after a restart the
+    series counts from zero), so that points in the middle of a stretch change nothing, to the bit: the
+    thinning (metrics/thinning.py) drops them."""
     if once:
         return total + points[-1].value, resets
+    first = points[0].value
     for before, after in zip(points, points[1:]):
         restarted = starts.get((after.scrape, key)) != starts.get((before.scrape, key))
         if after.value < before.value or restarted:
             resets += 1
-            total += after.value
-        else:
-            total += after.value - before.value
-    return total, resets
+            total += before.value - first
+            first = 0.0
+    return total + points[-1].value - first, resets
 
 
 def per_scrape(samples: Sequence[MetricSample],

@@ -3,15 +3,14 @@
 Every fact reads a cumulative series (a counter's `_total` and `_created`, a histogram's `_bucket`, `_count` and
 `_sum`) by its increase over the scrapes (series.counter_increase, histogram_window), its first and last points
 (capacity/lengths.py, the evidence), or its points at the last scrape (the server's uptime). A point in the middle
-of a stretch where its series only rises changes none of these: the increase over the stretch telescopes. Such a
-point is dropped once its series' next point arrives, and the next point kept stands for it
-(`MetricSample.stands_for`), so counts of samples read stay what they were.
+of a stretch where its series only rises changes none of these: the increase is taken per stretch, its last point
+minus its first (series._grown), so the result is the same to the bit, whole numbers or not. Such a point is
+dropped once its series' next point arrives, and the next point kept stands for it (`MetricSample.stands_for`), so
+counts of samples read stay what they were.
 
 A point stays, whatever its series does:
 - at the series' first and last point, and on either side of a fall (a restart);
 - of the preemption counter: the timeline shows its increase per scrape (pipeline.metric_timeline);
-- when its value, or its neighbour's, is not a whole number below 2**40 (a sum of seconds): the sums would not
-  be exact;
 - when the report's redaction could touch its line (labels included) or source: masks are counted per line;
 - when no other vLLM sample of its scrape names its instance, model and engine: each unit's scrapes are counted.
 Nothing is dropped unless the caller knows the snapshots come in their order, each with a time of its own
@@ -32,7 +31,6 @@ from .series import unit_labels
 CUMULATIVE_SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum")
 # The preemption counter under each of its names, and its _created (facts._created), read per scrape.
 KEPT_WHOLE = frozenset({*PREEMPTIONS, *(name.removesuffix("_total") + "_created" for name in PREEMPTIONS)})
-EXACT_BELOW = 2.0 ** 40      # whole numbers: differences and their sums over 8,192 series stay exact in a float
 ANY_REDACTION = Redactor(enabled=True, prompts=True)     # the most a report masks (--redact-prompts)
 
 
@@ -42,12 +40,11 @@ def thinnable_name(name: str) -> bool:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Tail:
-    """A series' latest point, the snapshot it is held in, whether its value is a whole number the sums stay exact
-    with, and whether it is dropped if the next point is such a number too and does not fall."""
+    """A series' latest point, the snapshot it is held in, and whether it is dropped if the next point does not
+    fall."""
 
     sample: MetricSample
     snapshot: int
-    exact: bool
     droppable: bool
 
 
@@ -83,14 +80,13 @@ class Thinning:
             if key is None:
                 continue
             tail = self._tails.get(key)
-            exact = s.value.is_integer() and 0 <= s.value < EXACT_BELOW
-            rises = tail is not None and tail.exact and exact and s.value >= tail.sample.value
+            rises = tail is not None and s.value >= tail.sample.value
             if tail is not None and rises and tail.droppable:
                 dropped.add(id(tail.sample))
                 touched.add(tail.snapshot)
                 self.held -= 1
                 s = held[position] = dataclasses.replace(s, stands_for=s.stands_for + tail.sample.stands_for)
-            self._tails[key] = _Tail(s, index, exact, may and rises)
+            self._tails[key] = _Tail(s, index, may and rises)
         for rebuilt in touched:
             self.snapshots[rebuilt] = [s for s in self.snapshots[rebuilt] if id(s) not in dropped]
 
