@@ -88,6 +88,22 @@ def test_samples_carry_their_line():
     assert usage.source.line == 9 and usage.value == 0.9912
 
 
+def test_each_sample_gives_back_its_line_as_written_and_a_series_shares_one_head():
+    """A sample held as its series' head and value writes its line back as it was, whatever the value's spelling;
+    the snapshots of a server share each series' head (the text was most of what a held sample cost)."""
+    from triage.metrics.parse import SeriesCache
+    lines = ['vllm:num_requests_running{engine="0"} 306.0', 'vllm:num_requests_running{engine="1"} 306',
+             'vllm:kv_cache_usage_perc{engine="0"} 0.1', 'vllm:kv_cache_usage_perc{engine="1"} 0.10',
+             "vllm:num_requests_waiting -0.0", 'vllm:prompt_tokens_total{engine="0"} 1.7e+09',
+             'vllm:num_requests_waiting{engine="1"} 3.0 1764500000000']
+    series = SeriesCache()
+    first, second = (parse_exposition("\n".join(lines) + "\n", f"m{i}.prom", series=series) for i in range(2))
+    assert [(s.path, s.line, s.text) for s in second] == [("m1.prom", n, line) for n, line in enumerate(lines, 1)]
+    assert [s.source.text for s in first] == lines
+    assert first[0].written is second[0].written and not isinstance(first[0].written, str)
+    assert [isinstance(s.written, str) for s in first] == [False, True, False, True, False, True, True]
+
+
 def test_malformed_file_names_the_line():
     with pytest.raises(InputError) as err:
         parse_exposition((METRICS / "malformed.prom").read_text(), "malformed.prom")

@@ -15,7 +15,7 @@ from triage.cli import load_toolkit
 from triage.errors import InputError
 from triage.logs.envelope import records
 from triage.logs.parse import LogParse
-from triage.metrics.parse import MAX_SERIES, parse_exposition, parse_plain_lines, parse_with_client
+from triage.metrics.parse import MAX_SERIES, SeriesCache, parse_exposition, parse_plain_lines, parse_with_client
 from triage.pipeline import Incident, build_report
 from triage.redact import Redactor
 from triage.render.json import report_dict
@@ -196,7 +196,7 @@ def _as_read(samples):
 def test_plain_lines_are_read_as_prometheus_client_reads_them(lines):
     """The regex path gives the samples prometheus-client gives, or leaves the exposition to it."""
     numbered = [line + "\n" for line in lines]
-    plain = parse_plain_lines(numbered, "m.prom", 0, 5.0, {})
+    plain = parse_plain_lines(numbered, "m.prom", 0, 5.0, SeriesCache())
     try:
         client = parse_with_client(numbered, "m.prom", 0, 5.0, {})
     except InputError:
@@ -212,14 +212,14 @@ def test_the_plain_path_reads_what_client_libraries_write():
     text = ["# HELP vllm:num_preemptions Preemptions.", "# TYPE vllm:num_preemptions counter",
             'vllm:num_preemptions{engine="0",model_name="m"} 4', "# TYPE vllm:e2e histogram",
             'vllm:e2e_bucket{le="+Inf"} 7.0 1700000000000', "vllm:e2e_count 7.0", 'DCGM_FI_DEV_FB_USED{gpu="0"} 70000']
-    plain = parse_plain_lines([line + "\n" for line in text], "m.prom", 0, None, {})
+    plain = parse_plain_lines([line + "\n" for line in text], "m.prom", 0, None, SeriesCache())
     assert plain is not None
     assert [(s.name, s.value, s.time, s.source.line) for s in plain] == [
         ("vllm:num_preemptions_total", 4.0, None, 3), ("vllm:e2e_bucket", 7.0, 1700000000.0, 5),
         ("vllm:e2e_count", 7.0, None, 6), ("DCGM_FI_DEV_FB_USED", 70000.0, None, 7)]
     for other in ["vllm:e2e_count\t7", 'vllm:e2e_count{e="a\\"b"} 7', "vllm:e2e_count 7 # {a=\"b\"} 1"]:
-        assert parse_plain_lines([other + "\n"], "m.prom", 0, None, {}) is None
-    assert parse_plain_lines([f"x {i}\n" for i in range(MAX_SERIES + 1)], "m.prom", 0, None, {}) is None
+        assert parse_plain_lines([other + "\n"], "m.prom", 0, None, SeriesCache()) is None
+    assert parse_plain_lines([f"x {i}\n" for i in range(MAX_SERIES + 1)], "m.prom", 0, None, SeriesCache()) is None
 
 
 def test_fuzz_target_runs_on_the_fixture_corpus():
@@ -1032,9 +1032,9 @@ def _series_history(draw, snapshots: int) -> list[float]:
 @st.composite
 def metric_snapshots(draw) -> list[str]:
     """Three to seven expositions of one server with one or two engines: gauges, the preemption counter and
-    its _created, a token counter (sometimes not a whole number), a latency histogram with a float sum, a
-    series missing from some snapshots, now and then a line redaction masks, and some expositions that only
-    prometheus-client's parser reads."""
+    its _created (now and then missing from a snapshot), a token counter (sometimes not a whole number), a
+    latency histogram with a float sum, a series missing from some snapshots, now and then a line redaction
+    masks, and some expositions that only prometheus-client's parser reads."""
     count = draw(st.integers(3, 7))
     engines = draw(st.sampled_from([("0",), ("0", "1")]))
     texts = [[] for _ in range(count)]
@@ -1046,14 +1046,16 @@ def metric_snapshots(draw) -> list[str]:
         buckets = [draw(_series_history(count)) for _ in _BOUNDS]
         odd = draw(st.sampled_from([0.0, 0.0, 0.5]))
         absent = draw(st.sets(st.integers(0, count - 1), max_size=2))
+        absent_created = draw(st.sets(st.integers(0, count - 1), max_size=1))
         for i, lines in enumerate(texts):
             usage = draw(st.sampled_from([0.1, 0.5, 0.95, 1.0]))
             lines += [f"vllm:kv_cache_usage_perc{{{labels}}} {usage}",
                       f"vllm:num_requests_running{{{labels}}} {draw(st.integers(0, 9))}",
                       f"vllm:num_requests_waiting{{{labels}}} {draw(st.integers(0, 9))}",
                       f"vllm:num_preemptions_total{{{labels}}} {preempted[i]}",
-                      f"vllm:num_preemptions_created{{{labels}}} {created[i]}",
                       f"vllm:prompt_tokens_total{{{labels}{secret}}} {tokens[i] + odd}"]
+            if i not in absent_created:
+                lines.append(f"vllm:num_preemptions_created{{{labels}}} {created[i]}")
             cumulative = 0.0
             for bound, history in zip(_BOUNDS, buckets):
                 cumulative += history[i]

@@ -409,15 +409,14 @@ def _redacted(samples: Sequence[MetricSample], redactor: Redactor) -> list[Metri
     masked: dict[str, str] = {}          # each label value once: a model URL repeats on every series
     relabelled: dict[int, Mapping[str, str]] = {}     # each labels dict once: the snapshots of a series share one
     clean_paths: dict[str, bool] = {}
-    for s, clean_line in zip(samples, redactor.leaves_alone_each([s.source.text for s in samples])):
-        source = s.source
-        clean_path = clean_paths.get(source.path)
+    for s, clean_line in zip(samples, redactor.leaves_alone_each([s.text for s in samples])):
+        clean_path = clean_paths.get(s.path)
         if clean_path is None:
-            clean_path = clean_paths[source.path] = redactor.leaves_alone(source.path)
+            clean_path = clean_paths[s.path] = redactor.leaves_alone(s.path)
         if not (clean_line and clean_path):
-            text, path = redactor.text(source.text), redactor.text(source.path)
-            if text != source.text or path != source.path:
-                s = dataclasses.replace(s, source=dataclasses.replace(source, text=text, path=path))
+            text, path = redactor.text(s.text), redactor.text(s.path)
+            if text != s.text or path != s.path:
+                s = dataclasses.replace(s, written=text, path=path)
         labels = relabelled.get(id(s.labels))
         if labels is None:
             labels = {k: masked[v] if v in masked else masked.setdefault(v, redactor.text(v))

@@ -14,7 +14,15 @@ from ..redact import Redactor
 from ..sources.files import read_small_text
 from . import parse, promapi, scrape
 from .httpget import HttpOptions, display_url
-from .parse import MetricSample, Snapshot, declared_vllm_metrics, given_order_times, order_snapshots, parse_exposition
+from .parse import (
+    MetricSample,
+    SeriesCache,
+    Snapshot,
+    declared_vllm_metrics,
+    given_order_times,
+    order_snapshots,
+    parse_exposition,
+)
 from .thinning import ANY_REDACTION, Thinning
 
 
@@ -49,12 +57,12 @@ def read_files(paths: Sequence[str], interval: float | None, thin: Redactor | No
     distinct = len(times) > 1 and None not in times and len(set(times)) == len(times)
     thinning = Thinning(thin if distinct else None)
     read: list[tuple[str, int, InputSummary]] = []
-    label_sets: dict = {}
+    series = SeriesCache()
     for path in paths:
         text = read_small_text(path)
         lines = text.count("\n")
         name = "<stdin>" if path == "-" else path
-        samples = parse_exposition(text, name, label_sets=label_sets)
+        samples = parse_exposition(text, name, series=series)
         read.append((name, lines, _summary(name, samples, lines, text)))
         thinning.add(samples)
         if thinning.held > parse.MAX_SAMPLES_HELD:
@@ -84,7 +92,7 @@ def read_urls(urls: Sequence[str], count: int, interval: float, options: HttpOpt
     inputs = []
     for index, url in enumerate(urls):
         shown = display_url(url)
-        mine = [s for s in samples if s.source.path.startswith(f"{shown} #")]
+        mine = [s for s in samples if s.path.startswith(f"{shown} #")]
         lines = sum(snapshot.sample_lines[index] for snapshot in snapshots)
         inputs.append(_summary(f"{shown} ({count} scrape(s) {interval:g} s apart)", mine, lines))
     return MetricsRead(samples, tuple(inputs), MetricsOrigin("url", ", ".join(display_url(u) for u in urls),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping, Sequence
 
 from ..errors import InputError
@@ -22,25 +22,57 @@ from ..model import SourceRef
 from ..sources.files import text_lines
 
 MAX_SERIES = 50_000        # samples in one exposition: a vLLM server has hundreds, a node with its GPUs a few thousand
-# Samples held over all the snapshots of one run (about 400 bytes each, so some 380 MiB) until the facts are made.
-# Counters and histograms are thinned as snapshots arrive (metrics/thinning.py), so 100 scrapes of a 140-engine
-# server hold about 200,000 (2.3 million with a time window, or with snapshots whose times are unknown).
+# Samples held over all the snapshots of one run until the facts are made: 160 to 350 bytes each (less where a
+# series' head is shared by its snapshots), so at most some 330 MiB. Counters, histograms and `_created` series
+# are thinned as snapshots arrive (metrics/thinning.py), so 100 scrapes of a 140-engine server hold about 130,000
+# (2.3 million with a time window, or with snapshots whose times are unknown).
 MAX_SAMPLES_HELD = 1_000_000
 _SAMPLE_LINE = re.compile(r"^\s*(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+\S")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True, slots=True)
+class SeriesHead:
+    """What a series' lines hold before their value (`name{labels} `), one object for all its samples."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class MetricSample:
-    """One sample of one scrape."""
+    """One sample of one scrape, and the line it was read from.
+
+    A line that is its series' head and then the value as Python writes the float (`306.0`, as
+    prometheus-client writes it) is held as the head, shared by the series' samples in every snapshot, not as
+    a string of its own: the text was most of what a sample held (`text` writes it back, the same)."""
 
     name: str
     labels: Mapping[str, str]
     value: float
     scrape: int                # 0 for the first snapshot given, 1 for the next, ...
-    source: SourceRef
+    path: str                  # the input's name
+    line: int                  # 1-based; 0 for a series from a Prometheus server
+    written: str | SeriesHead  # the line as read (cleaned, redacted), or its series' head
     time: float | None = None  # when it was scraped (Unix seconds, or seconds from the first snapshot)
     stands_for: int = 1        # samples read that this one stands for: itself and the points thinned before it
+
+    @property
+    def text(self) -> str:
+        written = self.written
+        return written if isinstance(written, str) else written.text + repr(self.value)
+
+    @property
+    def source(self) -> SourceRef:
+        return SourceRef(self.path, self.line, self.text)
+
+
+@dataclass(frozen=True)
+class SeriesCache:
+    """Given the same for several snapshots of a server, the same series share one labels dict and one head,
+    so another snapshot of 23k series costs no new dicts or strings."""
+
+    labels: dict[object, dict[str, str]] = field(default_factory=dict)
+    heads: dict[str, SeriesHead] = field(default_factory=dict)
 
 
 class TooManySeries(InputError):
@@ -115,18 +147,17 @@ def declared_vllm_metrics(text: str, path: str) -> tuple[int, SourceRef | None]:
 
 
 def parse_exposition(text: str, path: str, scrape: int = 0, time: float | None = None,
-                     label_sets: dict[object, dict[str, str]] | None = None) -> list[MetricSample]:
+                     series: SeriesCache | None = None) -> list[MetricSample]:
     """All samples of one exposition, each with its line; a malformed file is an InputError.
 
     A sample's own timestamp (Prometheus /federate writes them) wins over `time`, the snapshot's.
-    `label_sets`, given the same for several snapshots of a server, lets the same series share one
-    labels dict, so another snapshot of 23k series costs no new dicts.
+    `series`: the cache the snapshots of one server share.
     """
     lines = [line + "\n" for line in text_lines(text)]
     _refuse_other_formats(lines, path)
-    shared = {} if label_sets is None else label_sets
+    shared = SeriesCache() if series is None else series
     plain = parse_plain_lines(lines, path, scrape, time, shared)
-    return plain if plain is not None else parse_with_client(lines, path, scrape, time, shared)
+    return plain if plain is not None else parse_with_client(lines, path, scrape, time, shared.labels)
 
 
 _PLAIN_SAMPLE = re.compile(
@@ -139,11 +170,12 @@ _FAMILY_SUFFIXES = {"counter": ("",), "gauge": ("",), "untyped": ("",), "summary
 
 
 def parse_plain_lines(lines: Sequence[str], path: str, scrape: int, time: float | None,
-                      shared: dict[object, dict[str, str]]) -> list[MetricSample] | None:
+                      series: SeriesCache) -> list[MetricSample] | None:
     """The samples of an exposition whose every line has the plain shape, as prometheus-client reads them
     (a counter's sample named without `_total` gets it, as its parser does); None at the first line of
     another shape (escapes, exemplars, tabs, a quoted name, a HELP or TYPE line it would refuse, ...)."""
     samples: list[MetricSample] = []
+    shared, heads = series.labels, series.heads
     family, kind, filled = "", "untyped", False
     members: tuple[str, ...] = ()
     read = 0
@@ -194,8 +226,13 @@ def parse_plain_lines(lines: Sequence[str], path: str, scrape: int, time: float 
         if value is None:
             continue
         when = sample_time(stamp) if stamp is not None else time
-        samples.append(MetricSample(sys.intern(canonical_name(name)), labels, value, scrape,
-                                    SourceRef(path, number, line.rstrip("\n")), when))
+        text = line.rstrip("\n")
+        written: str | SeriesHead = text
+        if stamp_text is None and text.endswith(value_text) and repr(value) == value_text:
+            head = text[:-len(value_text)]
+            written = heads.get(head) or heads.setdefault(head, SeriesHead(head))
+        samples.append(MetricSample(sys.intern(canonical_name(name)), labels, value, scrape, path, number, written,
+                                    when))
     return samples
 
 
@@ -248,8 +285,8 @@ def _sample(s, path: str, number: int, line: str, scrape: int, time: float | Non
     if labels is None:
         labels = shared[key] = dict(s.labels)
     when = sample_time(s.timestamp) if s.timestamp is not None else time
-    return MetricSample(sys.intern(canonical_name(s.name)), labels, value, scrape,
-                        SourceRef(path, number, line.rstrip("\n")), when)
+    return MetricSample(sys.intern(canonical_name(s.name)), labels, value, scrape, path, number, line.rstrip("\n"),
+                        when)
 
 
 def _lines_by_series(lines: Sequence[str], parsed: Sequence) -> list[tuple[int, str]]:
@@ -353,6 +390,5 @@ def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None
     for scrape, index in enumerate(order):
         for s in snapshots[index].samples:
             when = s.time if stamps[index] is not None else times[scrape]
-            samples.append(s if s.scrape == scrape and s.time == when else
-                           MetricSample(s.name, s.labels, s.value, scrape, s.source, when, s.stands_for))
+            samples.append(s if s.scrape == scrape and s.time == when else replace(s, scrape=scrape, time=when))
     return samples, how

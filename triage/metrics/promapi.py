@@ -17,7 +17,6 @@ from typing import Any, Sequence
 import regex
 
 from ..errors import InputError
-from ..model import SourceRef
 from .facts import (
     CACHE_CONFIG,
     DCGM_FREE,
@@ -191,8 +190,8 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
         name, text = canonical_name(metric.get("__name__", "")), _series(metric)
         labels = {k: v for k, v in metric.items() if k != "__name__"}
         for t, value in values:
-            samples.append(MetricSample(name, labels, value, index[t],
-                                        SourceRef(f"prometheus:{text}", 0, f"{value:g} @ {iso(t)}"), t))
+            samples.append(MetricSample(name, labels, value, index[t], f"prometheus:{text}", 0,
+                                        f"{value:g} @ {iso(t)}", t))
     return samples, list(dict.fromkeys(level_warnings + histogram_warnings + gpu_warnings))
 
 

@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..redact import Redactor
 from . import parse
 from .httpget import HttpOptions, display_url, get
-from .parse import MetricSample, Snapshot, TooManySeries, parse_exposition
+from .parse import MetricSample, SeriesCache, Snapshot, TooManySeries, parse_exposition
 from .thinning import ANY_REDACTION, Thinning
 
 WHAT = "a vLLM /metrics endpoint (vLLM serves it on its API port: http://HOST:8000/metrics)"
@@ -39,7 +39,7 @@ def read_exposition(response: requests.Response, shown: str) -> str:
 
 
 def scrape_once(urls: Sequence[str], options: HttpOptions, index: int, session: requests.Session,
-                label_sets: dict | None = None) -> Snapshot:
+                series: SeriesCache | None = None) -> Snapshot:
     """One round: every URL once, as one snapshot timed by the clock when it was taken."""
     taken = time.time()
     samples: list[MetricSample] = []
@@ -49,7 +49,7 @@ def scrape_once(urls: Sequence[str], options: HttpOptions, index: int, session: 
         shown = display_url(url)
         body = read_exposition(get(url, options, WHAT, session=session), shown)
         try:
-            read = parse_exposition(body, f"{shown} #{index + 1}", label_sets=label_sets)
+            read = parse_exposition(body, f"{shown} #{index + 1}", series=series)
         except TooManySeries as exc:
             raise InputError(shown, f"answered with an exposition that {exc.what}", exc.hint) from None
         except InputError as exc:
@@ -57,7 +57,7 @@ def scrape_once(urls: Sequence[str], options: HttpOptions, index: int, session: 
                              f"point at {WHAT}") from None
         samples.extend(read)
         lines += body.count("\n")
-        sample_lines.append(max((s.source.line for s in read), default=0))
+        sample_lines.append(max((s.line for s in read), default=0))
     return Snapshot(name=f"scrape #{index + 1}", samples=tuple(samples), lines=lines, clock=taken,
                     sample_lines=tuple(sample_lines))
 
@@ -71,7 +71,7 @@ def scrape(urls: Sequence[str], count: int, interval: float, options: HttpOption
     rounds: list[Snapshot] = []
     thinning = Thinning(thin)
     last_read = 0
-    label_sets: dict = {}               # the same series in every round share one labels dict
+    series = SeriesCache()              # the same series in every round share one labels dict and head
     with requests.Session() as session:
         for index in range(count):
             if index:
@@ -80,7 +80,7 @@ def scrape(urls: Sequence[str], count: int, interval: float, options: HttpOption
                         progress(index, index, 0.0)       # the last round: the countdown line is cleared
                     break
                 _wait(interval, index, count, progress)
-            taken = scrape_once(urls, options, index, session, label_sets)
+            taken = scrape_once(urls, options, index, session, series)
             thinning.add(taken.samples)
             last_read = len(taken.samples)
             rounds.append(dataclasses.replace(taken, samples=()))   # its samples are the thinning's now

@@ -7,9 +7,10 @@ from zero again; a histogram quantile interpolates linearly inside its bucket (h
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from .parse import MetricSample
 
@@ -59,7 +60,7 @@ def counter_increase(samples: Sequence[MetricSample], created: Sequence[MetricSa
     """Increase over the scrapes, summed over series; one scrape gives the count since the start."""
     if not samples:
         return None
-    starts = {(s.scrape, labels_key(s.labels)): s.value for s in created}
+    starts = _created_at(created)
     total, resets = 0.0, 0
     series = by_series(samples)
     scrapes = {s.scrape for s in samples}
@@ -71,10 +72,23 @@ def counter_increase(samples: Sequence[MetricSample], created: Sequence[MetricSa
                     len(scrapes))
 
 
-def _grown(points: Sequence[MetricSample], key: tuple, starts: Mapping[tuple, float], once: bool, total: float,
-           resets: int) -> tuple[float, int]:
+def _created_at(created: Sequence[MetricSample]) -> Callable[[int, tuple], float | None]:
+    """A series' _created value at a scrape, by the scrape and the series' labels: its latest point at or before
+    the scrape (the thinning drops the points in the middle of a stretch of one value); None before its first."""
+    points_by_labels = {key: ([p.scrape for p in points], [p.value for p in points])
+                        for (_, key), points in by_series(created).items()}
+
+    def at(scrape: int, key: tuple) -> float | None:
+        scrapes, values = points_by_labels.get(key, ([], []))
+        i = bisect.bisect_right(scrapes, scrape)
+        return values[i - 1] if i else None
+    return at
+
+
+def _grown(points: Sequence[MetricSample], key: tuple, starts: Callable[[int, tuple], float | None] | None,
+           once: bool, total: float, resets: int) -> tuple[float, int]:
     """`total` and `resets` with one series' increase added (its points in scrape order, `key` its labels,
-    `starts` the _created values by scrape and labels); `once`: a single scrape, the count since the start.
+    `starts` its _created value at a scrape, if known); `once`: a single scrape, the count since the start.
 
     The increase is taken per stretch between restarts, its last point minus its first (after a restart the
     series counts from zero), so that points in the middle of a stretch change nothing, to the bit: the
@@ -83,7 +97,7 @@ def _grown(points: Sequence[MetricSample], key: tuple, starts: Mapping[tuple, fl
         return total + points[-1].value, resets
     first = points[0].value
     for before, after in zip(points, points[1:]):
-        restarted = starts.get((after.scrape, key)) != starts.get((before.scrape, key))
+        restarted = starts is not None and starts(after.scrape, key) != starts(before.scrape, key)
         if after.value < before.value or restarted:
             resets += 1
             total += before.value - first
@@ -153,7 +167,7 @@ def histogram_window(samples: Sequence[MetricSample], base: str) -> HistogramWin
             continue
         if math.isnan(bound):
             continue
-        grown, _ = _grown(points, labels, {}, len({p.scrape for p in points}) == 1, 0.0, 0)
+        grown, _ = _grown(points, labels, None, len({p.scrape for p in points}) == 1, 0.0, 0)
         buckets[bound] = buckets.get(bound, 0.0) + grown
         evidence.append(points[-1])
     count = counter_increase([s for s in samples if s.name == f"{base}_count"])

@@ -4,12 +4,14 @@ Every fact reads a cumulative series (a counter's `_total` and `_created`, a his
 `_sum`) by its increase over the scrapes (series.counter_increase, histogram_window), its first and last points
 (capacity/lengths.py, the evidence), or its points at the last scrape (the server's uptime). A point in the middle
 of a stretch where its series only rises changes none of these: the increase is taken per stretch, its last point
-minus its first (series._grown), so the result is the same to the bit, whole numbers or not. Such a point is
-dropped once its series' next point arrives, and the next point kept stands for it (`MetricSample.stands_for`), so
-counts of samples read stay what they were.
+minus its first (series._grown), so the result is the same to the bit, whole numbers or not. A `_created` series
+changes only when the server restarts: a point in the middle of a stretch of one value says what the point before
+it says (series._created_at reads the latest at or before a scrape). Such a point is dropped once its series' next
+point arrives, and the next point kept stands for it (`MetricSample.stands_for`), so counts of samples read stay
+what they were.
 
 A point stays, whatever its series does:
-- at the series' first and last point, and on either side of a fall (a restart);
+- at the series' first and last point, and on either side of a fall (a restart), or of a `_created` change;
 - of the preemption counter: the timeline shows its increase per scrape (pipeline.metric_timeline);
 - when the report's redaction could touch its line (labels included) or source: masks are counted per line;
 - when no other vLLM sample of its scrape names its instance, model and engine: each unit's scrapes are counted.
@@ -29,8 +31,7 @@ from .parse import MetricSample, stamped
 from .series import unit_labels
 
 CUMULATIVE_SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum")
-# The preemption counter under each of its names, and its _created (facts._created), read per scrape.
-KEPT_WHOLE = frozenset({*PREEMPTIONS, *(name.removesuffix("_total") + "_created" for name in PREEMPTIONS)})
+KEPT_WHOLE = frozenset(PREEMPTIONS)      # the preemption counter under each of its names, read per scrape
 ANY_REDACTION = Redactor(enabled=True, prompts=True)     # the most a report masks (--redact-prompts)
 
 
@@ -40,8 +41,8 @@ def thinnable_name(name: str) -> bool:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Tail:
-    """A series' latest point, the snapshot it is held in, and whether it is dropped if the next point does not
-    fall."""
+    """A series' latest point, the snapshot it is held in, and whether it is dropped if the next point goes on its
+    stretch (does not fall; of a `_created` series, has the same value)."""
 
     sample: MetricSample
     snapshot: int
@@ -80,13 +81,14 @@ class Thinning:
             if key is None:
                 continue
             tail = self._tails.get(key)
-            rises = tail is not None and s.value >= tail.sample.value
-            if tail is not None and rises and tail.droppable:
+            goes_on = tail is not None and (s.value == tail.sample.value if s.name.endswith("_created")
+                                            else s.value >= tail.sample.value)
+            if tail is not None and goes_on and tail.droppable:
                 dropped.add(id(tail.sample))
                 touched.add(tail.snapshot)
                 self.held -= 1
                 s = held[position] = dataclasses.replace(s, stands_for=s.stands_for + tail.sample.stands_for)
-            self._tails[key] = _Tail(s, index, may and rises)
+            self._tails[key] = _Tail(s, index, may and goes_on)
         for rebuilt in touched:
             self.snapshots[rebuilt] = [s for s in self.snapshots[rebuilt] if id(s) not in dropped]
 
@@ -96,8 +98,8 @@ class Thinning:
 
     def _may_drop(self, samples: Sequence[MetricSample]) -> list[bool]:
         """Whether each sample may be dropped as a middle point, as far as it alone says (see the module's list)."""
-        may = [thinnable_name(s.name) and self._clean_path(s.source.path) for s in samples]
-        answers = iter(self.redaction.leaves_alone_each([s.source.text for s, m in zip(samples, may) if m]))
+        may = [thinnable_name(s.name) and self._clean_path(s.path) for s in samples]
+        answers = iter(self.redaction.leaves_alone_each([s.text for s, m in zip(samples, may) if m]))
         may = [m and next(answers) for m in may]
         units = {unit_labels(s.name, s.labels) for s, m in zip(samples, may) if not m and s.name.startswith("vllm:")}
         return [m and (not s.name.startswith("vllm:") or unit_labels(s.name, s.labels) in units)
