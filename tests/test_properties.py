@@ -655,13 +655,15 @@ def test_quiet_lines_set_aside_give_what_parsing_them_gives(compiled, text):
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(quiet_or_not(), st.sampled_from(QUIET_LIKE).map(lambda line: line + ' "GET / HTTP/1.1" 200'),
-                          st.sampled_from(QUIET_LIKE).map(lambda line: line + " [3 of 4]")), max_size=20),
+                          st.sampled_from(QUIET_LIKE).map(lambda line: line + " [3 of 4]"),
+                          st.tuples(st.sampled_from(QUIET_LIKE), st.integers(0, 80), st.sampled_from(["]", "] ", "]x"]))
+                          .map(lambda t: t[0][:t[1]] + t[2] + t[0][t[1]:])), max_size=20),
        st.randoms(use_true_random=False))
 def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
-    """The quiet-line search asks once per digit form (sources/scan.py): its answers are each line's own, for
-    lines that differ only in their digits, and where a stop holds digits (` HTTP/1.1" `, `[3`)."""
-    import functools
-
+    """The quiet-line search asks once per digit form, matches the prefix once per form of the line's start, and
+    looks for the stops in a block's messages at once (sources/scan.py): its answers are each line's own, for
+    lines that differ only in their digits, where a stop holds digits (` HTTP/1.1" `, `[3`), and with a `]`
+    anywhere."""
     from triage.sources import scan
     quiet = KIT.signatures.quiet
     assume(quiet is not None)
@@ -669,7 +671,13 @@ def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
     for line in lines:           # each line as drawn, then with its digits replaced at random: the same form
         drawn = line.encode("utf-8", "replace").replace(b"\n", b" ")
         raw += [drawn, bytes(rnd.choice(b"0123456789") if byte in b"0123456789" else byte for byte in drawn)]
-    alone = functools.partial(scan._verdict, quiet.head.match, scan._automaton(quiet.stops).find_matches_as_indexes)
+
+    def alone(line: bytes) -> tuple[bool, bool]:
+        """(has the prefix, is quiet but for its neighbours), asked of the line alone."""
+        m = quiet.head.match(line)
+        if m is None:
+            return False, False
+        return True, len(line) <= scan.QUIET_MAX_BYTES and not any(stop in line[m.end():] for stop in quiet.stops)
     assert quiet._verdicts(raw) == list(map(alone, raw))
 
 

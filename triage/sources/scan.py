@@ -11,13 +11,14 @@ Pure functions over bytes; reading and processes live in `sources`.
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
 import itertools
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, cast
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence, cast
 
 try:
     import ahocorasick_rs
@@ -126,25 +127,56 @@ class QuietLines:
     def _verdicts(self, rest: list[bytes]) -> list[tuple[bool, bool]]:
         """(has the prefix, is quiet but for its neighbours) of each line, asked once per digit form (the line
         with its digits read as 0s). The prefix's pattern reads every digit alike, and so does the search for
-        the stops but for those holding digits whose other forms are not stops too (` HTTP/1.1" `): where one
-        of those occurs, each line is asked on its own. DEBUG lines repeat a few forms: three in four lines
-        are answered by a lookup (tests/test_properties.py compares this with asking each line)."""
+        the stops but for those holding digits whose other forms are not stops too (` HTTP/1.1" `): where a
+        form holds one's form, each line is asked on its own. DEBUG lines repeat a few forms: three in four lines
+        are answered by a lookup (tests/test_properties.py compares this with asking each line).
+
+        The prefix ends at the line's first `]` (nothing before it in the pattern takes one) and the two bytes
+        after it, so it is matched once per form of that much; the stops are looked for in what follows the
+        prefix of each form, all of a block's in one search."""
         if not rest:
             return []
-        verdict = functools.partial(_verdict, self.head.match, _automaton(self.stops).find_matches_as_indexes)
-        if any(map(b"\n".join(rest).__contains__, _digit_stops(self.stops))):
-            return list(map(verdict, rest))
         forms = cast("list[bytes]", digit_forms(rest))      # bytes: never None
-        answers = {form: verdict(line) for form, line in dict(zip(forms, rest)).items()}
+        firsts = dict(zip(forms, rest))             # each form's first line
+        if any(map(b"\n".join(firsts).__contains__, _digit_stop_forms(self.stops))):
+            forms, firsts = rest, dict(zip(rest, rest))     # a line holding such a stop may: each on its own
+        answers: dict[bytes, tuple[bool, bool]] = {}
+        prefix_ends: dict[bytes, int] = {}          # by the form of a line's start up to its prefix's end
+        asked: list[bytes] = []
+        messages: list[bytes] = []
+        for form, line in firsts.items():
+            close = form.find(b"]")
+            start = form[:close + 3] if close >= 0 else b""
+            end = prefix_ends.get(start)
+            if end is None:
+                m = self.head.match(line) if close >= 0 else None
+                end = prefix_ends[start] = m.end() if m else -1
+            if end < 0:
+                answers[form] = _NOT_PREFIXED
+            elif len(line) > QUIET_MAX_BYTES:
+                answers[form] = _PREFIXED_NOT_QUIET
+            else:
+                asked.append(form)
+                messages.append(line[end:])
+        for form, holds in zip(asked, _holding_any(messages, self.stops)):
+            answers[form] = _PREFIXED_NOT_QUIET if holds else _QUIET
         return list(map(answers.__getitem__, forms))
 
 
-def _verdict(head: Callable[[bytes], Any], stops_in: Callable[[bytes], list[Any]], line: bytes) -> tuple[bool, bool]:
-    """(has the prefix, is quiet but for its neighbours) of one line."""
-    m = head(line)
-    if m is None:
-        return False, False
-    return True, len(line) <= QUIET_MAX_BYTES and not stops_in(line[m.end():])
+_NOT_PREFIXED, _PREFIXED_NOT_QUIET, _QUIET = (False, False), (True, False), (True, True)
+
+
+def _holding_any(texts: list[bytes], needles: tuple[bytes, ...]) -> list[bool]:
+    """Whether each text holds any of the needles: one search over the texts joined by newlines (no needle
+    holds one, so no match spans two texts: `_automaton` refuses such needles)."""
+    if not texts:
+        return []
+    joined = b"\n".join(texts)
+    starts = list(itertools.accumulate(map(len, texts[:-1]), lambda at, size: at + size + 1, initial=0))
+    holds = [False] * len(texts)
+    for _, at, _ in _automaton(needles).find_matches_as_indexes(joined):
+        holds[bisect.bisect_right(starts, at) - 1] = True
+    return holds
 
 
 _FIRST = operator.itemgetter(0)
@@ -173,9 +205,10 @@ def digit_forms(lines: list[bytes] | list[str]) -> list[bytes] | None:
 
 
 @functools.lru_cache(maxsize=4)
-def _digit_stops(stops: tuple[bytes, ...]) -> tuple[bytes, ...]:
-    """The stops whose occurrence a line's digit form does not decide: those holding a digit but not with every
-    other digit in its place (the ten `[0` to `[9` are stops alike; ` HTTP/1.1" ` is one of its form)."""
+def _digit_stop_forms(stops: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """The digit forms of the stops whose occurrence a line's digit form does not decide: those holding a digit
+    but not with every other digit in its place (the ten `[0` to `[9` are stops alike; ` HTTP/1.1" ` is one of
+    its form). A line holding such a stop has a form holding the stop's form."""
     known = set(stops)
 
     def variants(stop: bytes) -> Iterator[bytes]:
@@ -185,7 +218,7 @@ def _digit_stops(stops: tuple[bytes, ...]) -> tuple[bytes, ...]:
             for place, digit in zip(places, digits):
                 out[place] = digit
             yield bytes(out)
-    return tuple(stop for stop in stops
+    return tuple(stop.translate(DIGITS_AS_ZERO) for stop in stops
                  if any(byte in _DIGITS for byte in stop) and not all(variant in known for variant in variants(stop)))
 
 
@@ -197,6 +230,8 @@ def quiet_lines_possible() -> bool:
 @functools.lru_cache(maxsize=4)
 def _automaton(stops: tuple[bytes, ...]) -> Any:
     """Built once per process (a worker builds its own: the automaton does not pickle)."""
+    if any(b"\n" in stop for stop in stops):
+        raise ValueError("a quiet line's stop holds a newline: lines are searched joined by newlines")
     return ahocorasick_rs.BytesAhoCorasick(list(stops))
 
 
