@@ -681,6 +681,18 @@ def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
     assert quiet._verdicts(raw) == list(map(alone, raw))
 
 
+def test_the_stops_are_searched_in_each_message_alone_though_joined():
+    """The messages of a block are searched for the stops joined by newlines: a match is its own message's, and a
+    stop holding a newline (a hand-edited anchor) matches none, as it matches no line asked alone."""
+    from triage.sources import scan
+    if not scan.quiet_lines_possible():
+        pytest.skip("the Aho-Corasick wheel is not installed")
+    messages = [b"EngineCore loop active.", b"ab", b"c", b"", b"pid=3 glued"]
+    assert scan._holding_any(messages, (b"b\nc", b"pid=", b"loop")) == [True, False, False, False, True]
+    assert scan._holding_any(messages, (b"c",)) == [True, False, True, False, False]
+    assert scan._holding_any([], (b"c",)) == []
+
+
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 def test_the_usual_debug_lines_are_set_aside_and_the_rest_parsed(compiled, tmp_path, monkeypatch):
     """On a DEBUG log the quiet lines are what the reader sets aside; a stats line, a WARNING, the lines next

@@ -261,6 +261,8 @@ _PLAIN = re.compile(r"(?>" + _PROCESS.pattern + r")?" + _LOGGER.pattern)
 # token of word characters, dots, slashes and dashes not starting with a digit where an escape code could
 # hide, single spaces), so where it matches _PLAIN matches too and ends at the same place; and the
 # message after it starts with a printable character other than ^ or ~, so it is never a traceback's body.
+# No part before the file token's closing `]` takes a `]`: scan.QuietLines matches it once per form of a line's
+# start up to its first `]` and the two bytes after.
 QUIET_HEAD = (rb"(?:\((?:(?!pid=)[A-Za-z_][\w.=-]*+(?: (?!pid=)[A-Za-z_][\w.=-]*+)*+)? ?pid=[0-9]++"
               rb"(?:, ip=[0-9A-Fa-f.:]*+)?\) *+)?"
               rb"(?:DEBUG|INFO) [0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9](?:[.,][0-9]++)? "

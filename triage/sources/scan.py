@@ -167,8 +167,8 @@ _NOT_PREFIXED, _PREFIXED_NOT_QUIET, _QUIET = (False, False), (True, False), (Tru
 
 
 def _holding_any(texts: list[bytes], needles: tuple[bytes, ...]) -> list[bool]:
-    """Whether each text holds any of the needles: one search over the texts joined by newlines (no needle
-    holds one, so no match spans two texts: `_automaton` refuses such needles)."""
+    """Whether each text (a line, or a piece of one) holds any of the needles: one search over the texts joined by
+    newlines (`_automaton` leaves out the needles that hold one, so no match spans two texts)."""
     if not texts:
         return []
     joined = b"\n".join(texts)
@@ -229,10 +229,9 @@ def quiet_lines_possible() -> bool:
 
 @functools.lru_cache(maxsize=4)
 def _automaton(stops: tuple[bytes, ...]) -> Any:
-    """Built once per process (a worker builds its own: the automaton does not pickle)."""
-    if any(b"\n" in stop for stop in stops):
-        raise ValueError("a quiet line's stop holds a newline: lines are searched joined by newlines")
-    return ahocorasick_rs.BytesAhoCorasick(list(stops))
+    """Built once per process (a worker builds its own: the automaton does not pickle). A stop holding a newline
+    cannot occur in a line; left out, none spans two of the lines `_holding_any` joins."""
+    return ahocorasick_rs.BytesAhoCorasick([stop for stop in stops if b"\n" not in stop])
 
 
 class SplitBlock(NamedTuple):
