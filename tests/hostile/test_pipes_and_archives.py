@@ -203,6 +203,23 @@ def test_a_gzip_bomb_stops_with_a_warning_in_bounded_time_and_memory(tmp_path):
     assert run.seconds < 120 and run.peak_mib < 800, (run.seconds, run.peak_mib)
 
 
+def test_a_block_that_starts_past_the_line_cap_is_not_read(tmp_path, monkeypatch):
+    """The cap is checked after each block: one ending exactly at it is followed by a block all past it, which
+    gives no lines (it once raised IndexError)."""
+    line = b"INFO 01-02 03:04:05 x.py:1] a line of the log\n"
+    path = tmp_path / "long.log"
+    path.write_bytes(line * 5000)
+    monkeypatch.setattr(sources, "BLOCK_BYTES", 50 * len(line))
+    blocks = LineReader(open_log(str(path))).blocks()
+    cap = len(next(blocks)[0]) + len(next(blocks)[0])      # the first two blocks' lines
+    blocks.close()
+    monkeypatch.setattr(sources, "MAX_LINES", cap)
+    reader = LineReader(open_log(str(path)))
+    lines = list(reader)
+    assert len(lines) == cap < 5000 and reader.result().lines_read == cap
+    assert any(f"stopped after {cap:,} lines" in w for w in reader.result().warnings)
+
+
 def test_lines_per_input_are_capped(tmp_path, monkeypatch):
     monkeypatch.setattr(sources, "MAX_LINES", 50)
     path = tmp_path / "long.log"

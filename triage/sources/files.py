@@ -377,8 +377,8 @@ def _read_blocks(inp: LogInput, split: Split, reading: _Reading) -> Generator[Li
             for block in _blocks(text, reading):
                 split = _judged(split, reading, number)
                 numbers, raws, count, tally = split.block(block, number + 1, MAX_LINE_BYTES)
-                if raws:
-                    yield _decoded(numbers, raws, 0, reading)
+                if (lines := _decoded(numbers, raws, 0, reading)) is not None:
+                    yield lines
                 number += count
                 _tally(reading, tally)
                 if number > MAX_LINES:
@@ -500,8 +500,8 @@ def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[LineBlock]:
                 let_go()
             split = _judged(split, reading, seen)
             hand_out(1)
-            if raws:
-                yield _decoded(numbers, raws, number, reading)
+            if (lines := _decoded(numbers, raws, number, reading)) is not None:
+                yield lines
             number += count
             if reading.progress is not None:
                 reading.progress(end)
@@ -533,14 +533,20 @@ def _let_go(workers: list[Worker]) -> list[Worker]:
     return []
 
 
-def _decoded(numbers: list[int], raws: Sequence[bytes] | Sequence[str], base: int, reading: _Reading) -> LineBlock:
-    """A block's lines to parse (at least one), numbered from `base` and decoded, up to MAX_LINES. The usual block
-    (no line too long, no NUL, no carriage return ending a line) is decoded in one step, or came decoded from the
-    compiled split, which decodes only such a block; any other line by line."""
+def _decoded(numbers: list[int], raws: Sequence[bytes] | Sequence[str], base: int,
+             reading: _Reading) -> LineBlock | None:
+    """A block's lines to parse, numbered from `base` and decoded, up to MAX_LINES; None when none is left (a block
+    may start past MAX_LINES: the count is checked after each block). The usual block (no line too long, no NUL,
+    no carriage return ending a line) is decoded in one step, or came decoded from the compiled split, which
+    decodes only such a block; any other line by line."""
+    if not raws:
+        return None
     if base:
         numbers = list(map(base.__add__, numbers))
     if numbers[-1] > MAX_LINES:
         kept = bisect.bisect_right(numbers, MAX_LINES)
+        if not kept:
+            return None
         numbers, raws = numbers[:kept], raws[:kept]
     if isinstance(raws[0], str):
         return numbers, list(cast("Sequence[str]", raws))
