@@ -41,14 +41,15 @@ def test_the_wheel_ships_every_fixture_log_runbook_rule_and_template(wheel):
                 assert f"{packaged}/{source.relative_to(ROOT / folder).as_posix()}" in names, source
 
 
-def test_the_wheel_carries_the_compiled_bulk_split(wheel):
-    """setup.py compiles triage/sources/_bulkscan.c into the wheel (optional: without a compiler it is left out
-    and the split runs in Python; CI's machine has one)."""
+@pytest.mark.parametrize("module", ["triage/sources/_bulkscan", "triage/logs/_statsfold"])
+def test_the_wheel_carries_the_compiled_parts(wheel, module):
+    """setup.py compiles the bulk split (triage/sources/_bulkscan.c) and a stats run's figures
+    (triage/logs/_statsfold.c) into the wheel (optional: without a compiler they are left out and run in Python;
+    CI's machine has one)."""
     from services import require
     _, path = wheel
-    built = [name for name in zipfile.ZipFile(path).namelist() if re.fullmatch(r"triage/sources/_bulkscan\..*\.so",
-                                                                                 name)]
-    require("a C compiler and the Python headers", bool(built), "the wheel was built without the compiled split")
+    built = [name for name in zipfile.ZipFile(path).namelist() if re.fullmatch(rf"{module}\..*\.so", name)]
+    require("a C compiler and the Python headers", bool(built), f"the wheel was built without {module}.c")
     assert len(built) == 1, built
 
 

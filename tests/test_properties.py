@@ -785,6 +785,7 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
     return events, parse.result()
 
 
+@pytest.mark.parametrize("figures", ["compiled", "python"])
 @pytest.mark.parametrize("cap", [2, 10_000], ids=["runs", "alone"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stats_log(), st.sampled_from([1, 2, 3, 5, 4096]))
@@ -813,16 +814,20 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
 @example([(n, _STATS_LINE.replace("1.0 tokens/s", ("1" * 400 if n == 6 else "1") + ".0 tokens/s")
                .replace("usage: 4.0%", "usage: 99.0%" if n == 6 else "usage: 4.0%")) for n in range(1, 13)],
          3)                                 # the fullest line too long to fold: evidence is cut at 600 characters
-def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(cap, lines, batch):
+def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(figures, cap, lines, batch):
     """Folding a run of stats lines gives the event merge_stats makes of the lines parsed one by one, and every
     other event, the coverage and the unrecognised lines as parsing them all does, however the lines are
-    batched; a stats line read alone (before the cap) gives the parser's own event."""
+    batched, and whether a run's figures are taken in C (_statsfold.c) or in Python; a stats line read alone
+    (before the cap) gives the parser's own event."""
     from functools import reduce
     from unittest import mock
 
     from triage.logs import parse as logparse
     from triage.logs import statsrun
-    with mock.patch.object(logparse, "STATS_CAP", cap), mock.patch.object(statsrun, "BATCH_LINES", batch):
+    if figures == "compiled":
+        _need_compiled_figures()
+    with mock.patch.object(logparse, "STATS_CAP", cap), mock.patch.object(statsrun, "BATCH_LINES", batch), \
+            mock.patch.object(statsrun, "_statsfold", statsrun._statsfold if figures == "compiled" else None):
         slow, slow_result = _parsed(lines, False)      # fold from the third stats line on, not the 4,001st
         fast, fast_result = _parsed(lines, True)
     at = 0
@@ -834,6 +839,94 @@ def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(cap, lines, b
     assert at == len(slow)
     assert [e.seq for e in fast] == list(range(len(fast)))
     assert fast_result == slow_result
+
+
+def _need_compiled_figures() -> None:
+    """Skip where a run's figures were not compiled; fail in CI, which compiles them."""
+    from triage.logs import statsrun
+    require("the compiled figures of a stats run (triage.logs._statsfold)", statsrun._statsfold is not None,
+            "pip install -e . where a C compiler and the Python headers are")
+
+
+FIGURE_TEXTS = {                # what the shapes' groups hold, by the field's kind, as vLLM prints it and not
+    "i": st.one_of(st.integers(0, 400).map(str), st.integers(0, 10**15 - 1).map(str),
+                   st.sampled_from(["", "00", "007"])),
+    "p": st.one_of(st.builds(lambda whole, places: f"{whole / 10 ** places:.{places}f}%", st.integers(0, 10**4),
+                             st.integers(0, 2)),
+                   st.sampled_from(["", "0.3%", "0.1%", "95.0%", "99.9%", "100.0%", "%", ".%", "1.2.3%", "5.%",
+                                    ".5%", "100%%", "9.99999"])),
+}
+ODD_FIGURE_TEXTS = st.one_of(st.text(alphabet="0123456789.%", max_size=17), NUMBERS)
+FIGURE_KINDS = "iiipp"          # both shapes' summed fields: V0's running, swapped, waiting, KV and CPU KV usage;
+                                # V1 reads the first four as its running, waiting, preemptions and KV usage
+
+
+@st.composite
+def figure_rows(draw) -> list[list[str]]:
+    """The summed fields' texts of a run's lines, a text of each field's kind; in one run out of five a text
+    `_statsfold.figures` leaves to Python may occur."""
+    odd = draw(st.integers(0, 4)) == 0
+    texts = [st.one_of(FIGURE_TEXTS[kind], ODD_FIGURE_TEXTS) if odd else FIGURE_TEXTS[kind] for kind in FIGURE_KINDS]
+    return draw(st.lists(st.tuples(*texts).map(list), min_size=2, max_size=40))
+
+
+@FAST
+@given(st.sampled_from(["stats_v1", "stats_v0"]), figure_rows())
+@example("stats_v0", [["3", "0", "0", "95.0%", "0.0%"], ["3", "0", "1", "95.0%", "0.3%"]])
+@example("stats_v1", [["1", "1", "", "90.0%", ""]] * 2 + [["2", "0", "4", "", ""]])
+def test_a_runs_figures_are_the_same_compiled_and_in_python(shape_id, rows):
+    """`_statsfold.figures` reads each field as the signature's converter does (the double float() gives, ints
+    exactly, None where it does not convert) and reduces them as `_figures_in_python` does, peaks, sums, the
+    fullest line and the saturated ones alike; where it cannot be sure (a text too long, a character the shapes do
+    not hold, not ASCII) it answers None and the run is read in Python."""
+    from triage.logs import statsrun
+    _need_compiled_figures()
+    shape = next(s for s in KIT.signatures.stats_lines if s.signature.id == shape_id)
+    assert FIGURE_KINDS.startswith(shape.summed_kinds.decode())
+    fields = [name for name, _, _ in shape.summed_plan]
+    texts, templates = [], []
+    for row in rows:
+        values = dict(zip(fields, row))
+        text, cuts = "", []
+        for name in fields:       # each field's text in a line of its own making: figures reads only the cuts
+            text += f"{name}: "
+            cuts += [len(text), len(text) + len(values[name])] if values[name] else [-1, -1]
+            text += values[name] + ", "
+        texts.append(text)
+        templates.append(_FigureCuts(cuts, tuple(values[name] for name in fields)))
+    place = shape.summed_place
+    compiled = statsrun._statsfold.figures(texts, [t.cuts for t in templates], shape.summed_kinds,
+                                           place.get("kv_usage", -1), place.get("waiting", -1),
+                                           place.get("swapped", -1), statsrun.KV_SATURATED)
+    readable = all(_read_in_c(t, chr(kind)) for row in rows for t, kind in zip(row, shape.summed_kinds))
+    assert (compiled is not None) == readable
+    if compiled is not None:
+        in_python = statsrun._figures_in_python(shape, texts, templates)
+        assert repr(compiled) == repr(in_python)
+
+
+def _read_in_c(text: str, kind: str) -> bool:
+    """Whether `_statsfold.figures` reads a field's text itself: empty, or short enough for the short converters
+    and made of what the shapes' groups hold (digits; a dot but for ints; percents: then trailing % signs)."""
+    if kind == "p":
+        return len(text) <= 7 and set(text.rstrip("%")) <= set("0123456789.")
+    return len(text) <= 15 and set(text) <= set("0123456789" if kind == "i" else "0123456789.")
+
+
+@dataclasses.dataclass(frozen=True)
+class _FigureCuts:
+    """What `_figures` reads of a template: the summed fields' places (cuts) and texts (summed)."""
+
+    spans: list[int]
+    texts: tuple[str, ...]
+
+    @property
+    def cuts(self) -> bytes:
+        import array
+        return array.array("i", self.spans).tobytes()
+
+    def summed(self, _text: str) -> tuple[str, ...]:
+        return self.texts
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -386,9 +386,24 @@ class StatsLineShape:
         keeps the peak or the sum of. The value is what `fields_of` converts the text to, looked up: a stats
         log repeats a few thousand values, so each converter's answers are kept by text (None where there is
         no text or it does not convert)."""
+        return tuple((name, _converted(convert).__getitem__, name in STATS_PEAKS) for name, convert in self._summed)
+
+    @functools.cached_property
+    def summed_kinds(self) -> bytes | None:
+        """How each of summed_plan's fields converts, a byte each (statsrun._figures reads them so in C): 'i', 'f'
+        or 'p' for the short int, float and percent converters; None where another converter is in the plan."""
+        kinds = [_SHORT_KINDS.get(convert) for _, convert in self._summed]
+        return None if None in kinds else b"".join(kinds)       # type: ignore[arg-type]  # none is None
+
+    @functools.cached_property
+    def summed_place(self) -> dict[str, int]:
+        """Each of summed_plan's fields' place in it."""
+        return {name: place for place, (name, _) in enumerate(self._summed)}
+
+    @functools.cached_property
+    def _summed(self) -> tuple[tuple[str, Callable[[str], Any]], ...]:
         plan = self.fields_of.keywords["plan"]       # type: ignore[attr-defined]  # a partial (_shape_fields)
-        return tuple((name, _converted(convert).__getitem__, name in STATS_PEAKS) for name, convert, _ in plan
-                     if name in _SUMMED)
+        return tuple((name, convert) for name, convert, _ in plan if name in _SUMMED)
 
 
 # A shape's groups hold only digits, dots and a trailing %: a short one is in range however it reads, so
@@ -407,6 +422,7 @@ def _short_percent(raw: str) -> float:
 
 _SHORT_FORMS: Mapping[Callable[[str], Any], Callable[[str], Any]] = {
     _to_int: _short_int, _to_float: _short_float, _to_percent: _short_percent}
+_SHORT_KINDS: Mapping[Callable[[str], Any], bytes] = {_short_int: b"i", _short_float: b"f", _short_percent: b"p"}
 
 
 def answer_new_keys(known: dict[Any, Any], keys: Sequence[Any], items: Iterable[Any],

@@ -17,13 +17,16 @@ running requests while the cache was full, the timeline's points) is taken over 
 The lines are taken BATCH_LINES at a time and every test runs over the batch in C (map, compress). A
 line is matched once per digit form (the line with its digits read as 0s; a stats log's lines take a
 few hundred forms): the shapes read every digit alike, so a form's other lines are cut by the slices of
-its first line's groups, and whether another anchor occurs is answered once per form too.
+its first line's groups, and whether another anchor occurs is answered once per form too. A run's summed figures
+(peaks, sums, the saturated intervals) are read straight from its lines' texts by each form's spans, in C
+(_statsfold.c; `_figures_in_python` gives the same where it was not built, or for a text it leaves alone).
 tests/test_properties.py checks the folded event against merge_stats over the parser's own events.
 Pure functions over the lines; the pipeline decides when to fold: not inside a time window, whose edges
 fall between lines, nor with several logs, which are interleaved by their lines' times.
 """
 from __future__ import annotations
 
+import array
 import collections
 import functools
 import itertools
@@ -40,19 +43,24 @@ from ..vocabulary import KV_SATURATED
 from .envelope import process_label
 from .signatures import SignatureSet, StatsLineShape, answer_new_keys
 
+try:
+    from . import _statsfold
+except ImportError:     # not built here (no compiler): the figures are taken in Python
+    _statsfold = None  # type: ignore[assignment]  # checked before use
+
 FOLD_LINES = 32                 # lines per folded event: the timeline keeps 400 points, the facts sums and peaks
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
 BATCH_LINES = 512               # lines tested together: spreads the per-batch steps, small enough for the cache
 MAX_FORMS = 4096                # digit forms kept per file (a stats log's lines take a few hundred)
 FEW_HOLES = 16                  # a batch with at most this many lines that are no stats line takes the usual path
 _Item = tuple[int, str]
-_Row = tuple[str, ...]          # a stats line's name, pid, file, then its summed fields; "" where a group took no part
-_ROW_PREFIX = 3                 # the name, pid and file that lead a row
+_Row = tuple[str, str, str]     # a stats line's name, pid and file; "" where a group took no part
 _NAME_FILE = operator.itemgetter(0, 2)
 _NAME_PID = operator.itemgetter(0, 1)
 _START = operator.attrgetter("start")
 _SHAPE = operator.attrgetter("shape")
 _ROW = operator.attrgetter("row")
+_CUTS = operator.attrgetter("cuts")
 _IN_RUNS, _ALONE = 1, 2          # `_foldable`'s marks: lines read into runs, lines read each as its own event
 _MARKED = re.compile(b"\x01+|\x02+")
 _RUN_OR_ALONE = (_ALONE, _IN_RUNS)      # by whether the line is past the cap
@@ -90,6 +98,8 @@ class _Template:
     row: Callable[[str], _Row]
     when: Callable[[str], tuple[str, str]]      # the date and the time
     fields: Callable[[str], tuple[str, ...]]    # the groups of shape.field_plan
+    summed: Callable[[str], tuple[str, ...]]    # the groups of shape.summed_plan
+    cuts: bytes                                 # where those groups are: start, end, start... (native ints)
 
     @classmethod
     def of(cls, shape: StatsLineShape, m: Any) -> _Template:
@@ -98,9 +108,10 @@ class _Template:
             # when it takes part). Two groups or more: itemgetter then gives a tuple.
             assert len(groups) > 1
             return operator.itemgetter(*(slice(*m.span(group)) for group in groups))
-        return cls(shape, m.start("at"), shape.span(m), m["level"],
-                   cut("name", "pid", "file", *(field for field, _, _ in shape.summed_plan)), cut("date", "time"),
-                   cut(*(field for field, _ in shape.field_plan)))
+        summed = [field for field, _, _ in shape.summed_plan]
+        return cls(shape, m.start("at"), shape.span(m), m["level"], cut("name", "pid", "file"), cut("date", "time"),
+                   cut(*(field for field, _ in shape.field_plan)), cut(*summed),
+                   array.array("i", itertools.chain.from_iterable(map(m.span, summed))).tobytes())
 
 
 def fold_runs(blocks: Iterable[LineBlock], signatures: SignatureSet, redactor: Redactor, name: str,
@@ -381,7 +392,7 @@ class _Folder:
                     self.run = _Run(shapes[first], processes[first], self._process(processes[first]))
                 take = min(stop - at, FOLD_LINES - len(self.run.numbers))
                 lines = slice(start + at, start + at + take)
-                self.run.add(numbers[lines], texts[lines], rows[lines], templates[lines])
+                self.run.add(numbers[lines], texts[lines], templates[lines])
                 at += take
                 if len(self.run.numbers) >= FOLD_LINES:
                     done += self._close()
@@ -418,8 +429,8 @@ class _Folder:
 
 
 class _Run:
-    """Stats lines being folded: their rows and templates, until the run ends and `done` makes of them what
-    `merge_stats` would (the figures converted a field at a time over the run)."""
+    """Stats lines being folded: their texts and templates, until the run ends and `done` makes of them what
+    `merge_stats` would."""
 
     def __init__(self, shape: StatsLineShape, process_key: tuple[str, ...], process: str | None) -> None:
         self.shape = shape
@@ -427,65 +438,74 @@ class _Run:
         self.process = process
         self.numbers: list[int] = []
         self.texts: list[str] = []
-        self.rows: list[_Row] = []
         self.templates: list[_Template] = []
 
     def takes(self, shape: StatsLineShape, process_key: tuple[str, ...]) -> bool:
         return shape is self.shape and process_key == self.process_key
 
-    def add(self, numbers: list[int], texts: list[str], rows: Sequence[_Row], templates: Sequence[_Template]) -> None:
+    def add(self, numbers: list[int], texts: list[str], templates: Sequence[_Template]) -> None:
         self.numbers += numbers
         self.texts += texts
-        self.rows += rows
         self.templates += templates
 
     def done(self, name: str) -> StatsRun:
-        count = len(self.rows)
+        count = len(self.texts)
         shape = self.shape
         last, text = self.templates[-1], self.texts[-1]
         fields = shape.fields_from(last.fields(text))     # the last line's own fields, as the parser reads them
         best = count - 1
         if count > 1:
-            values: dict[str, list[Any]] = {}
-            columns = itertools.islice(zip(*self.rows), _ROW_PREFIX, None)
-            for (key, value_of, peak), column in zip(shape.summed_plan, columns):
-                # One text throughout (a queue that stays empty, nothing swapped): converted once; its peak is the
-                # last line's own figure, already in `fields`.
-                if column[0] == column[-1] and column.count(column[0]) == count:
-                    values[key] = [value_of(column[0])] * count
-                    continue
-                values[key] = converted = list(map(value_of, column))
-                top = _peak(converted) if peak else None
-                if top is not None:
+            tops, sums, kv_sum, best, saturated, saturated_queue = _figures(shape, self.texts, self.templates)
+            for (key, _, peak), top in zip(shape.summed_plan, tops):
+                if peak and top is not None:
                     fields[key] = top
-            kv = values.get("kv_usage")
-            if kv is None:
-                kv, fullest = [0.0] * count, 0.0
-            elif None in kv:
-                kv = [0.0 if v is None else v for v in kv]
-                fullest = max(kv)
-            else:
-                fullest = fields["kv_usage"]        # the peak just taken
             fields["intervals"] = count
-            fields["kv_usage_sum"] = sum(kv)
-            if fullest < KV_SATURATED:          # no line saturated: no line to count
-                fields["saturated"] = fields["saturated_queue"] = 0
-            else:
-                absent = [None] * count
-                full = list(map(KV_SATURATED.__le__, kv))
-                queued = map(operator.or_, map(bool, values.get("waiting", absent)),
-                             map(bool, values.get("swapped", absent)))
-                fields["saturated"] = sum(full)
-                fields["saturated_queue"] = sum(map(operator.and_, full, queued))
-            preemptions = values.get("preemptions")
-            if preemptions is not None and preemptions.count(None) < count:     # a line of the run has them
-                fields["preemptions"] = sum(_present(preemptions))
-            best -= kv[::-1].index(fullest)      # merge_stats: the later line unless an earlier had more
+            fields["kv_usage_sum"] = kv_sum
+            fields["saturated"] = saturated
+            fields["saturated_queue"] = saturated_queue
+            preemptions = shape.summed_place.get("preemptions")
+            if preemptions is not None and sums[preemptions] is not None:     # a line of the run has them
+                fields["preemptions"] = sums[preemptions]
             fields["since"] = " ".join(self.templates[0].when(self.texts[0]))
         source = SourceRef(name, self.numbers[best], self.texts[best], self.templates[best].span)
         date, time = last.when(text)
         return StatsRun(shape.signature.id, fields, self.process, last.level, f"{date} {time}", source,
                         self.numbers[-1], count)
+
+
+_Figures = tuple[tuple[Any, ...], tuple[Any, ...], float, int, int, int]
+
+
+def _figures(shape: StatsLineShape, texts: list[str], templates: list[_Template]) -> _Figures:
+    """What `merge_stats` makes of a run's summed fields (`_statsfold.figures` says what each is): compiled where
+    _statsfold.c was built and the run reads as the converters read it, else `_figures_in_python`."""
+    kinds = shape.summed_kinds
+    if _statsfold is not None and kinds is not None:
+        place = shape.summed_place
+        got = _statsfold.figures(texts, list(map(_CUTS, templates)), kinds, place.get("kv_usage", -1),
+                                 place.get("waiting", -1), place.get("swapped", -1), KV_SATURATED)
+        if got is not None:
+            return got
+    return _figures_in_python(shape, texts, templates)
+
+
+def _figures_in_python(shape: StatsLineShape, texts: list[str], templates: list[_Template]) -> _Figures:
+    """`_statsfold.figures` in Python: the summed fields converted as the signature converts them, a column at a
+    time."""
+    count = len(texts)
+    columns = zip(*map(operator.call, map(operator.attrgetter("summed"), templates), texts))
+    values = {key: list(map(value_of, column)) for (key, value_of, _), column in zip(shape.summed_plan, columns)}
+    tops = tuple(_peak(column) for column in values.values())
+    sums = tuple(None if column.count(None) == count else sum(_present(column)) for column in values.values())
+    kv = [0.0 if v is None else v for v in values.get("kv_usage", [None] * count)]
+    fullest = max(kv)
+    best = count - 1 - kv[::-1].index(fullest)
+    if fullest < KV_SATURATED:          # no line saturated: no line to count
+        return tops, sums, sum(kv), best, 0, 0
+    absent = [None] * count
+    full = list(map(KV_SATURATED.__le__, kv))
+    queued = map(operator.or_, map(bool, values.get("waiting", absent)), map(bool, values.get("swapped", absent)))
+    return tops, sums, sum(kv), best, sum(full), sum(map(operator.and_, full, queued))
 
 
 def _holds_any(anchors: tuple[bytes, ...], form: bytes | None) -> bool:
