@@ -913,6 +913,37 @@ def _read_in_c(text: str, kind: str) -> bool:
     return len(text) <= 15 and set(text) <= set("0123456789" if kind == "i" else "0123456789.")
 
 
+@FAST
+@given(st.lists(st.tuples(st.text(alphabet="ab\u00e9\u4e00 ", max_size=3), st.text(alphabet="12", max_size=1),
+                          st.text(alphabet="ab\u00e9.", max_size=2), st.booleans()), min_size=1, max_size=6))
+@example([("APIServer", "1", "loggers.py", True), ("APIServer", "1", "loggers.py", False)])
+@example([("a", "1", "x.py", True), ("a", "11", "x.py", True)])
+@example([("a", "1", "x.py", True), ("b", "1", "x.py", False)])     # as long, another name
+@example([("a", "1", "x.py", True), ("a", "2", "x.py", True)])
+@example([("a", "1", "x.py", False), ("a", "1", "y.py", True)])
+@example([("\u00e9", "1", "x.py", True), ("\u00e9", "1", "x.py", True), ("\u4e00", "1", "x.py", True)])
+def test_lines_alike_in_c_are_the_lines_whose_rows_are_equal(lines):
+    """`_statsfold.alike` says the lines share their name, pid and file exactly where their rows (cut in Python)
+    are equal, whatever the widths of their characters and wherever the slices lie (False is allowed only for
+    texts of different character widths, where it does not compare)."""
+    import array
+
+    from triage.logs import statsrun
+    _need_compiled_figures()
+    texts, cuts, rows = [], [], []
+    for name, pid, file, padded in lines:
+        text, spans = ("~" if padded else "") + "(", []
+        for part, after in ((name, " pid="), (pid, ") INFO ["), (file, ":1] ")):
+            spans += [len(text), len(text) + len(part)] if part else [-1, -1]
+            text += part + after
+        texts.append(text)
+        cuts.append(array.array("i", spans).tobytes())
+        rows.append((name, pid, file))
+    same = all(row == rows[0] for row in rows)
+    widths = {1 if top <= 0xff else 2 if top <= 0xffff else 4 for top in (max(map(ord, text)) for text in texts)}
+    assert statsrun._statsfold.alike(texts, cuts) == same or (same and len(widths) > 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class _FigureCuts:
     """What `_figures` reads of a template: the summed fields' places (cuts) and texts (summed)."""

@@ -223,14 +223,73 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(alike_doc,
+"alike(texts, cuts) -> bool\n\n"
+"Whether every text's slices (`cuts[i]`: start and end of each, native 32-bit ints, a span of -1 and -1 for an\n"
+"empty slice) read as the first text's: the lines of a stats batch then share one process name, pid and file.\n"
+"False also where it cannot tell cheaply (texts of different widths of character).");
+
+/* texts[i][start:end] as the kind and the bytes of its characters, the span checked; NULL where it is outside. */
+static const char *slice_at(PyObject *text, const char *cut, Py_ssize_t j, Py_ssize_t *len) {
+    int32_t span[2];
+    memcpy(span, cut + 8 * j, sizeof span);
+    if (span[0] == -1 && span[1] == -1) {
+        *len = 0;
+        return "";
+    }
+    if (span[0] < 0 || span[1] < span[0] || span[1] > PyUnicode_GET_LENGTH(text))
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    *len = (Py_ssize_t)(span[1] - span[0]) * kind;
+    return (const char *)PyUnicode_DATA(text) + (Py_ssize_t)span[0] * kind;
+}
+
+static PyObject *alike(PyObject *self, PyObject *args) {
+    PyObject *texts, *cuts;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &texts, &PyList_Type, &cuts))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(texts);
+    if (PyList_GET_SIZE(cuts) != count) {
+        PyErr_SetString(PyExc_ValueError, "alike: a cut per text");
+        return NULL;
+    }
+    if (count == 0)
+        Py_RETURN_TRUE;
+    PyObject *first = PyList_GET_ITEM(texts, 0), *first_cut = PyList_GET_ITEM(cuts, 0);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *text = PyList_GET_ITEM(texts, i), *cut = PyList_GET_ITEM(cuts, i);
+        if (!PyUnicode_Check(text) || !PyBytes_Check(cut) || PyBytes_GET_SIZE(cut) != PyBytes_GET_SIZE(first_cut)
+                || PyBytes_GET_SIZE(cut) % 8) {
+            PyErr_SetString(PyExc_TypeError, "alike: each text a str, each cut the same number of spans (bytes)");
+            return NULL;
+        }
+        if (PyUnicode_KIND(text) != PyUnicode_KIND(first))
+            Py_RETURN_FALSE;
+        for (Py_ssize_t j = 0; j < PyBytes_GET_SIZE(cut) / 8; j++) {
+            Py_ssize_t len = 0, first_len = 0;
+            const char *here = slice_at(text, PyBytes_AS_STRING(cut), j, &len);
+            const char *there = slice_at(first, PyBytes_AS_STRING(first_cut), j, &first_len);
+            if (!here || !there) {
+                PyErr_SetString(PyExc_ValueError, "alike: a cut outside its text");
+                return NULL;
+            }
+            if (len != first_len || memcmp(here, there, (size_t)len) != 0)
+                Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"figures", figures, METH_VARARGS, figures_doc},
+    {"alike", alike, METH_VARARGS, alike_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_statsfold",
-    "The figures of a run of stats lines, compiled (statsrun.py has them in Python).", -1, methods,
+    "The figures of a run of stats lines and whether a batch's lines share a process, compiled (statsrun.py has both "
+    "in Python).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__statsfold(void) {

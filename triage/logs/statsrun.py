@@ -61,6 +61,7 @@ _START = operator.attrgetter("start")
 _SHAPE = operator.attrgetter("shape")
 _ROW = operator.attrgetter("row")
 _CUTS = operator.attrgetter("cuts")
+_KEY_CUTS = operator.attrgetter("key_cuts")
 _IN_RUNS, _ALONE = 1, 2          # `_foldable`'s marks: lines read into runs, lines read each as its own event
 _MARKED = re.compile(b"\x01+|\x02+")
 _RUN_OR_ALONE = (_ALONE, _IN_RUNS)      # by whether the line is past the cap
@@ -100,6 +101,7 @@ class _Template:
     fields: Callable[[str], tuple[str, ...]]    # the groups of shape.field_plan
     summed: Callable[[str], tuple[str, ...]]    # the groups of shape.summed_plan
     cuts: bytes                                 # where those groups are: start, end, start... (native ints)
+    key_cuts: bytes                             # where the name, pid and file are, as `cuts` says
 
     @classmethod
     def of(cls, shape: StatsLineShape, m: Any) -> _Template:
@@ -111,7 +113,7 @@ class _Template:
         summed = [field for field, _, _ in shape.summed_plan]
         return cls(shape, m.start("at"), shape.span(m), m["level"], cut("name", "pid", "file"), cut("date", "time"),
                    cut(*(field for field, _ in shape.field_plan)), cut(*summed),
-                   array.array("i", itertools.chain.from_iterable(map(m.span, summed))).tobytes())
+                   _packed(m, summed), _packed(m, ["name", "pid", "file"]))
 
 
 def fold_runs(blocks: Iterable[LineBlock], signatures: SignatureSet, redactor: Redactor, name: str,
@@ -186,7 +188,7 @@ class _Folder:
         restarts = self._restart_lines(texts[:decided], holes, found, forms)
         rows: list[_Row | None]
         if all(found):                  # the usual batch of a stats log: every line is a stats line
-            rows = list(map(operator.call, map(_ROW, templates), texts))
+            rows = _rows(texts, templates)
         else:
             rows = _scattered(found, list(map(operator.call, map(_ROW, itertools.compress(templates, found)),
                                               itertools.compress(texts, found))))
@@ -347,16 +349,17 @@ class _Folder:
         the message (the name and file end at a space), so the prefix alone decides (tests/test_properties.py).
         The anchors are looked for once per digit form: an anchor without digits occurs in a line, or not,
         whatever its digits."""
-        keys = list(map(_NAME_FILE, rows))
         starts = list(map(_START, templates))
         if len(self.clean) > MAX_FORMS:              # a hostile log's ever new names and files
             self.clean.clear()
         alone: Iterable[bool]
-        if keys and keys.count(keys[0]) == len(keys):   # the usual batch: one process name, one file
-            if keys[0] not in self.clean:
-                self.clean[keys[0]] = self.redactor.leaves_alone(texts[0][:starts[0]])
-            alone = itertools.repeat(self.clean[keys[0]])
+        if rows and rows.count(rows[0]) == len(rows):   # the usual batch: one process name, pid and file
+            key = _NAME_FILE(rows[0])
+            if key not in self.clean:
+                self.clean[key] = self.redactor.leaves_alone(texts[0][:starts[0]])
+            alone = itertools.repeat(self.clean[key])
         else:
+            keys = list(map(_NAME_FILE, rows))
             prefixes = map(operator.getitem, texts, map(slice, itertools.repeat(None), starts))  # cut as asked
             answer_new_keys(self.clean, keys, prefixes, self.redactor.leaves_alone)
             alone = map(self.clean.__getitem__, keys)
@@ -376,10 +379,12 @@ class _Folder:
         full."""
         done: list[StatsRun] = []
         shapes = list(map(_SHAPE, templates[start:end]))
-        processes = list(map(_NAME_PID, rows[start:end]))
-        if shapes.count(shapes[0]) == len(shapes) and processes.count(processes[0]) == len(processes):
-            bounds = [0, end - start]           # the usual stretch: one shape, one process
+        stretch = rows[start:end]
+        if shapes.count(shapes[0]) == len(shapes) and stretch.count(stretch[0]) == len(stretch):
+            bounds = [0, end - start]           # the usual stretch: one shape, one process (and file)
+            processes = [_NAME_PID(stretch[0])] * len(stretch)
         else:
+            processes = list(map(_NAME_PID, stretch))
             changes = map(operator.or_, map(operator.is_not, shapes[1:], shapes[:-1]),
                           map(operator.ne, processes[1:], processes[:-1]))
             bounds = [0, *itertools.compress(range(1, end - start), changes), end - start]
@@ -506,6 +511,20 @@ def _figures_in_python(shape: StatsLineShape, texts: list[str], templates: list[
     full = list(map(KV_SATURATED.__le__, kv))
     queued = map(operator.or_, map(bool, values.get("waiting", absent)), map(bool, values.get("swapped", absent)))
     return tops, sums, sum(kv), best, sum(full), sum(map(operator.and_, full, queued))
+
+
+def _packed(m: Any, groups: Sequence[str]) -> bytes:
+    """Where each group of a match is, start and end, as native ints (a group that took no part: -1 and -1)."""
+    return array.array("i", itertools.chain.from_iterable(map(m.span, groups))).tobytes()
+
+
+def _rows(texts: list[str], templates: list[Any]) -> list[Any]:
+    """Each stats line's name, pid and file (every line has a template). Where every line has the first line's
+    (compared in C), the lines share its row, so that the steps that ask whether a batch is of one process see it
+    by identity."""
+    if _statsfold is not None and _statsfold.alike(texts, list(map(_KEY_CUTS, templates))):
+        return [templates[0].row(texts[0])] * len(texts)
+    return list(map(operator.call, map(_ROW, templates), texts))
 
 
 def _holds_any(anchors: tuple[bytes, ...], form: bytes | None) -> bool:
