@@ -47,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
+from triage.logs import statsrun  # noqa: E402
 from triage.logs.signatures import load_signatures  # noqa: E402
 from triage.metrics.facts import (  # noqa: E402
     CACHE_CONFIG,
@@ -273,6 +274,9 @@ def main() -> None:
     compiled = scan._bulkscan is not None
     print("the bulk split: " + ("compiled (triage/sources/_bulkscan.c)" if compiled else
                                 "in Python (triage/sources/_bulkscan.c was not built here)"))
+    compiled_runs = statsrun._statsfold is not None
+    print("a stats run's figures: " + ("compiled (triage/logs/_statsfold.c)" if compiled_runs else
+                                       "in Python (triage/logs/_statsfold.c was not built here)"))
     figures: dict[str, dict] = {}
     for kind, commands in runs.items():
         print(f"\n{kind}: {about.get(kind, '')}")
@@ -310,7 +314,7 @@ def main() -> None:
         Path(args.json).write_text(json.dumps({"cpus": os.cpu_count(), "python": platform.python_version(),
                                                "repeat": args.repeat, "load_before": load_before,
                                                "load_after": load_after, "compiled_split": compiled,
-                                               "runs": figures}, indent=2) + "\n")
+                                               "compiled_figures": compiled_runs, "runs": figures}, indent=2) + "\n")
     shutil.rmtree(scratch)
 
 

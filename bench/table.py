@@ -38,6 +38,10 @@ def table(data: dict) -> str:
     if "compiled_split" in data:
         notes.append("The bulk split ran " + ("compiled (`triage/sources/_bulkscan.c`)." if data["compiled_split"]
                                               else "in Python: `triage/sources/_bulkscan.c` was not built."))
+    if "compiled_figures" in data:
+        notes.append("A stats run's figures were taken " + (
+            "in C (`triage/logs/_statsfold.c`)." if data["compiled_figures"]
+            else "in Python: `triage/logs/_statsfold.c` was not built."))
     per_line = "\n".join(n for n in notes if "per line" in n)
     others = [n for n in notes if "per line" not in n]
     return "\n\n".join(["\n".join(rows), per_line, *others]) + "\n"
