@@ -62,6 +62,7 @@ _SHAPE = operator.attrgetter("shape")
 _ROW = operator.attrgetter("row")
 _CUTS = operator.attrgetter("cuts")
 _KEY_CUTS = operator.attrgetter("key_cuts")
+_SUMMED = operator.attrgetter("summed")
 _IN_RUNS, _ALONE = 1, 2          # `_foldable`'s marks: lines read into runs, lines read each as its own event
 _MARKED = re.compile(b"\x01+|\x02+")
 _RUN_OR_ALONE = (_ALONE, _IN_RUNS)      # by whether the line is past the cap
@@ -498,11 +499,17 @@ def _figures_in_python(shape: StatsLineShape, texts: list[str], templates: list[
     """`_statsfold.figures` in Python: the summed fields converted as the signature converts them, a column at a
     time."""
     count = len(texts)
-    columns = zip(*map(operator.call, map(operator.attrgetter("summed"), templates), texts))
-    values = {key: list(map(value_of, column)) for (key, value_of, _), column in zip(shape.summed_plan, columns)}
-    tops = tuple(_peak(column) for column in values.values())
+    columns = zip(*map(operator.call, map(_SUMMED, templates), texts))
+    values: dict[str, list[Any]] = {}
+    for (key, value_of, _), column in zip(shape.summed_plan, columns):
+        # One text throughout (a queue that stays empty, nothing swapped): converted once.
+        same = column[0] == column[-1] and column.count(column[0]) == count
+        values[key] = [value_of(column[0])] * count if same else list(map(value_of, column))
+    tops = tuple(map(_peak, values.values()))
     sums = tuple(None if column.count(None) == count else sum(_present(column)) for column in values.values())
-    kv = [0.0 if v is None else v for v in values.get("kv_usage", [None] * count)]
+    kv = values.get("kv_usage", [0.0] * count)
+    if None in kv:
+        kv = [0.0 if v is None else v for v in kv]
     fullest = max(kv)
     best = count - 1 - kv[::-1].index(fullest)
     if fullest < KV_SATURATED:          # no line saturated: no line to count
