@@ -506,7 +506,7 @@ def _figures_in_python(shape: StatsLineShape, texts: list[str], templates: list[
         same = column[0] == column[-1] and column.count(column[0]) == count
         values[key] = [value_of(column[0])] * count if same else list(map(value_of, column))
     tops = tuple(map(_peak, values.values()))
-    sums = tuple(None if column.count(None) == count else sum(_present(column)) for column in values.values())
+    sums = tuple(map(_total, values.values()))
     kv = values.get("kv_usage", [0.0] * count)
     if None in kv:
         kv = [0.0 if v is None else v for v in kv]
@@ -602,6 +602,16 @@ def _peak(values: list[Any]) -> Any:
         return max(values)
     except TypeError:
         return max(_present(values), default=None)
+
+
+def _total(values: list[Any]) -> Any:
+    """The sum of the values that are there (None when none is). sum fails on a None, so a field every line has is
+    added in one step."""
+    try:
+        return sum(values)
+    except TypeError:
+        present = _present(values)
+        return sum(present) if present else None
 
 
 def _present(values: Sequence[Any]) -> Sequence[Any]:
