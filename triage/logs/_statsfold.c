@@ -97,17 +97,31 @@ static int nonzero(const Cell *cell, char kind) {
     return cell->present && (kind == 'i' ? cell->whole != 0 : cell->real != 0.0);
 }
 
+/* texts[i][start:end] as the kind and the bytes of its characters, the span checked; NULL where it is outside. */
+static const char *slice_at(PyObject *text, const char *cut, Py_ssize_t j, Py_ssize_t *len) {
+    int32_t span[2];
+    memcpy(span, cut + 8 * j, sizeof span);
+    if (span[0] == -1 && span[1] == -1) {
+        *len = 0;
+        return "";
+    }
+    if (span[0] < 0 || span[1] < span[0] || span[1] > PyUnicode_GET_LENGTH(text))
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    *len = (Py_ssize_t)(span[1] - span[0]) * kind;
+    return (const char *)PyUnicode_DATA(text) + (Py_ssize_t)span[0] * kind;
+}
+
 PyDoc_STRVAR(figures_doc,
 "figures(texts, cuts, kinds, kv, waiting, swapped, saturated) -> tuple | None\n\n"
 "The figures of a run of stats lines: `cuts[i]` holds the start and end of each summed field in texts[i], as\n"
-"native 32-bit ints (array('i').tobytes());\n"
+"native 32-bit ints (array('i').tobytes()), -1 and -1 for a group that took no part (the slice is \"\");\n"
 "`kinds` a byte per field ('i', 'f', 'p': signatures._short_int, _short_float, _short_percent); kv, waiting,\n"
 "swapped the fields' places (-1 where the shape lacks one). Returns (tops, sums, kv_sum, best, saturated,\n"
 "saturated_queue): each field's largest value (the first of equals) and its sum in line order (None for both\n"
-"where no line has one), the sum of the KV usage (0.0 where a line lacks it), the\n"
-"last line of the fullest KV cache, and the lines at or above `saturated` usage, and those with requests\n"
-"waiting or swapped too (0 and 0 where no line reaches it). None where a line is not read as the converters read\n"
-"it.");
+"where no line has one), the sum of the KV usage (0.0 where a line lacks it), the last line of the fullest KV\n"
+"cache, and the lines at or above `saturated` usage, and those with requests waiting or swapped too (0 and 0\n"
+"where no line reaches it). None where a line is not read as the converters read it.");
 
 static PyObject *figures(PyObject *self, PyObject *args) {
     PyObject *texts, *cuts;
@@ -137,22 +151,14 @@ static PyObject *figures(PyObject *self, PyObject *args) {
             Py_INCREF(result);
             goto done;
         }
-        const char *data = (const char *)PyUnicode_DATA(text);
-        Py_ssize_t size = PyUnicode_GET_LENGTH(text);
         for (Py_ssize_t j = 0; j < width; j++) {
-            int32_t span[2];
-            memcpy(span, PyBytes_AS_STRING(cut) + 8 * j, sizeof span);
-            Py_ssize_t start = span[0], end = span[1];
-            /* A group that took no part spans (-1, -1): the slice is "", as in Python. */
-            if (start < 0 || end > size || start > end) {
-                if (start == -1 && end == -1)
-                    start = end = 0;
-                else {
-                    PyErr_SetString(PyExc_ValueError, "figures: a cut outside its text");
-                    goto done;
-                }
+            Py_ssize_t len = 0;
+            const char *field = slice_at(text, PyBytes_AS_STRING(cut), j, &len);     /* ASCII: a byte a character */
+            if (!field) {
+                PyErr_SetString(PyExc_ValueError, "figures: a cut outside its text");
+                goto done;
             }
-            if (!read_cell(data + start, end - start, kinds[j], &cells[i * width + j])) {
+            if (!read_cell(field, len, kinds[j], &cells[i * width + j])) {
                 result = Py_None;
                 Py_INCREF(result);
                 goto done;
@@ -180,7 +186,8 @@ static PyObject *figures(PyObject *self, PyObject *args) {
                 Py_INCREF(result);
                 goto done;
             }
-            real_sum += cell->real;
+            if (kind != 'i')
+                real_sum += cell->real;
             summed = 1;
         }
         PyObject *top_value = top ? cell_object(top, kind) : (Py_INCREF(Py_None), Py_None);
@@ -228,21 +235,6 @@ PyDoc_STRVAR(alike_doc,
 "Whether every text's slices (`cuts[i]`: start and end of each, native 32-bit ints, a span of -1 and -1 for an\n"
 "empty slice) read as the first text's: the lines of a stats batch then share one process name, pid and file.\n"
 "False also where it cannot tell cheaply (texts of different widths of character).");
-
-/* texts[i][start:end] as the kind and the bytes of its characters, the span checked; NULL where it is outside. */
-static const char *slice_at(PyObject *text, const char *cut, Py_ssize_t j, Py_ssize_t *len) {
-    int32_t span[2];
-    memcpy(span, cut + 8 * j, sizeof span);
-    if (span[0] == -1 && span[1] == -1) {
-        *len = 0;
-        return "";
-    }
-    if (span[0] < 0 || span[1] < span[0] || span[1] > PyUnicode_GET_LENGTH(text))
-        return NULL;
-    int kind = PyUnicode_KIND(text);
-    *len = (Py_ssize_t)(span[1] - span[0]) * kind;
-    return (const char *)PyUnicode_DATA(text) + (Py_ssize_t)span[0] * kind;
-}
 
 static PyObject *alike(PyObject *self, PyObject *args) {
     PyObject *texts, *cuts;
