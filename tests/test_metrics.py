@@ -276,6 +276,77 @@ def test_thinning_keeps_every_point_where_it_could_change_a_figure(tmp_path):
     assert held(stamped) == 8
 
 
+_BUSY_USAGE = (0.3, 0.95, 0.5, 1.0, 0.2, 0.91, 0.6)
+
+
+def _busy_running(scrape: int, engine: int) -> int:
+    """Fewer requests run while the cache is full than in the scrapes around (the longest ones hold it)."""
+    return 20 + (scrape * 5 + engine) % 11 if _BUSY_USAGE[(scrape + engine) % 7] >= 0.9 else 40 + scrape % 9
+
+
+def _busy_server(scrape: int) -> str:
+    """Two engines whose KV cache fills now and then while requests wait, a scrape later than the one before."""
+    lines = []
+    for e in range(2):
+        labels = f'engine="{e}",model_name="m"'
+        usage = _BUSY_USAGE[(scrape + e) % 7]
+        lines += [f"vllm:kv_cache_usage_perc{{{labels}}} {usage}",
+                  f"vllm:num_requests_running{{{labels}}} {_busy_running(scrape, e)}",
+                  f"vllm:num_requests_waiting{{{labels}}} {(scrape * 3 + e) % 4}",
+                  f"vllm:num_preemptions_total{{{labels}}} {scrape * scrape + e}",
+                  f"vllm:request_success_total{{{labels},finished_reason=\"stop\"}} {40 * scrape}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_past_the_levels_held_neighbouring_snapshots_merge_keeping_peaks_and_counts(tmp_path, monkeypatch):
+    """Past LEVELS_HELD gauge and preemption points held, neighbouring snapshots merge pairwise (but the first; the
+    newest is added after), so the points held stop growing however many snapshots come. What the report reads
+    whole stays: the peaks, the preemptions and their rate, the window, the snapshots and samples read, the growth
+    of the queue; a merged scrape's level is its members' peak, so the mean and the counts of full scrapes can
+    only rise (as the log's stats past their cap); the requests running are those of the fuller cache's scrape."""
+    from triage.metrics import thinning
+    from triage.metrics.inputs import read_files
+    from triage.pipeline import _clock, metric_timeline
+    from triage.redact import Redactor
+    paths = _saved(tmp_path, [_busy_server(i) for i in range(30)])
+    whole = read_files(paths, None, None)
+    monkeypatch.setattr(thinning, "LEVELS_HELD", 24)
+    merged = read_files(paths, None, Redactor())
+    scrapes = sorted({s.scrape for s in merged.samples})
+    assert len(scrapes) < 12 and scrapes[0] == 0 and scrapes[-1] == 29
+    assert {s.stands_for for s in merged.samples if s.scrape in (0, 29) and "_total" not in s.name} == {1}
+    for engine in ("0", "1"):               # an engine is a unit of the report (report/fleet.py)
+        facts = [{name: fact.value for name, fact in extract_metric_facts(
+                  [s for s in read.samples if s.labels["engine"] == engine], read.origin.ordering).items()}
+                 for read in (merged, whole)]
+        for same in ("kv_cache_usage_max", "waiting_max", "waiting_growth", "preemptions",
+                     "preemption_rate_per_min", "metrics_snapshots", "metrics_window_seconds", "vllm_lines",
+                     "requests_finished", "preemptions_per_request_mean"):
+            assert facts[0][same] == facts[1][same], same
+        assert facts[0]["metrics_snapshots"] == 30 and facts[0]["vllm_lines"] == 30 * 5
+        for rises in ("kv_cache_usage_mean", "saturated_intervals", "saturated_queue_intervals", "saturated_seconds"):
+            assert facts[0][rises] >= facts[1][rises], rises
+        assert facts[0]["saturated_intervals"] <= 30 and facts[0]["saturated_seconds"] <= 30 * 15
+        assert facts[0]["running_max"] <= facts[1]["running_max"]     # what ran when the cache was fuller
+        full = {_busy_running(scrape, int(engine)) for scrape in range(30)
+                if _BUSY_USAGE[(scrape + int(engine)) % 7] >= 0.9}
+        assert facts[0]["running_at_saturation"] in full             # a count seen with a full cache
+        points = metric_timeline([s for s in merged.samples if s.labels["engine"] == engine])
+        ends = [after - 1 for after in scrapes[1:]] + [29]      # the last snapshot merged into each scrape held
+        counts = [end * end + int(engine) for end in ends]        # the preemption counter there
+        assert [p.preemptions for p in points] == [None] + [b - a for a, b in zip(counts, counts[1:])]
+        assert [p.time for p in points] == [_clock(1_764_500_000 + 15 * scrape) for scrape in scrapes]
+
+    held = thinning.Thinning(Redactor())
+    most = 0
+    for i in range(300):
+        held.add(parse_exposition(_busy_server(i), f"m{i}.prom"))
+        most = max(most, held.levels)
+    assert most <= 24 + 8                     # the points held: never more than the cap and one snapshot's
+    assert sum(s.stands_for for snapshot in held.result() for s in snapshot
+               if s.name == "vllm:num_requests_running") == 300 * 2
+
+
 def test_a_time_window_keeps_every_sample_of_timed_snapshots(tmp_path):
     """--since/--until cut samples by their time after reading: every sample of every snapshot is there to cut."""
     paths = _saved(tmp_path, [_server(i) for i in range(4)])

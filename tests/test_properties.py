@@ -1233,3 +1233,46 @@ def test_thinned_snapshots_give_the_report_of_every_sample(texts, prompts):
     reports = [report_dict(build_report(Incident(metrics=read, redact_prompts=prompts), KIT))
                for read in (thinned, whole)]
     assert reports[0] == reports[1]
+
+
+_MERGE_KEEPS = ("kv_cache_usage_max", "waiting_max", "waiting_growth", "preemptions",
+                "preemption_rate_per_min", "metrics_snapshots", "metrics_window_seconds", "vllm_lines",
+                "requests_finished", "e2e_latency_p50_seconds", "e2e_latency_p95_seconds")
+_MERGE_RAISES = ("kv_cache_usage_mean", "saturated_intervals", "saturated_queue_intervals", "saturated_queue_share",
+                 "saturated_seconds")
+
+
+@FAST
+@given(metric_snapshots(), st.booleans())
+def test_merged_snapshots_keep_the_peaks_and_counts_and_raise_only_the_levels(texts, prompts):
+    """Neighbouring snapshots merged past LEVELS_HELD (here at once: a cap of one point) give each engine the
+    same peaks, preemptions, window, latency quantiles and counts read as every sample does; the mean level and
+    the counts of full scrapes can only rise (a merged scrape's level is its members' peak), the requests
+    running only fall (those of the fuller cache's scrape); the report is made and valid."""
+    from unittest import mock
+
+    from triage.metrics import thinning
+    from triage.metrics.facts import extract_metric_facts
+    from triage.metrics.inputs import read_files
+    with tempfile.TemporaryDirectory() as folder:
+        paths = []
+        for i, text in enumerate(texts):
+            path = Path(folder) / f"m{i}.prom"
+            path.write_text(text)
+            paths.append(str(path))
+        with mock.patch.object(thinning, "LEVELS_HELD", 1):
+            merged = read_files(paths, 15.0, Redactor(prompts=prompts))
+        whole = read_files(paths, 15.0, None)
+    assert len({s.scrape for s in merged.samples}) <= len(texts)
+    for engine in {s.labels["engine"] for s in whole.samples if "engine" in s.labels}:
+        facts = [extract_metric_facts([s for s in read.samples if s.labels.get("engine") == engine],
+                                      read.origin.ordering) for read in (merged, whole)]
+        for name in _MERGE_KEEPS:
+            assert (facts[0].get(name) and facts[0][name].value) == (facts[1].get(name) and facts[1][name].value), name
+        for name in _MERGE_RAISES:
+            assert (name in facts[0]) == (name in facts[1]), name
+            if name in facts[1]:
+                assert facts[0][name].value >= facts[1][name].value, name
+        if "running_max" in facts[1]:           # the requests running are those of the fuller cache's scrape
+            assert facts[0]["running_max"].value <= facts[1]["running_max"].value
+    jsonschema.validate(report_dict(build_report(Incident(metrics=merged, redact_prompts=prompts), KIT)), SCHEMA)

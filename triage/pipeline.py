@@ -459,7 +459,7 @@ def metric_timeline(samples: Sequence[MetricSample]) -> tuple[TimelinePoint, ...
     from .metrics.series import per_scrape
     def level(names: Sequence[str], combine: str = "sum") -> dict[int, tuple]:
         chosen = next(([s for s in samples if s.name == n] for n in names if any(s.name == n for s in samples)), [])
-        return {scrape: (t, v, ref) for scrape, t, v, ref in per_scrape(chosen, combine)}
+        return {lv.scrape: (lv.time, lv.value, lv.sample) for lv in per_scrape(chosen, combine)}
     usage, running, waiting = level(KV_USAGE, "max"), level(RUNNING), level(WAITING)
     preempted = level(PREEMPTIONS)
     scrapes = sorted(set(usage) | set(running) | set(waiting))

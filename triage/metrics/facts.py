@@ -14,7 +14,16 @@ from ..facts import FACTS
 from ..model import Fact, SourceRef
 from ..vocabulary import KV_SATURATED
 from .parse import MetricSample, sample_value
-from .series import counter_increase, histogram_quantile, histogram_window, per_scrape, time_at_or_above, window_seconds
+from .series import (
+    Level,
+    counter_increase,
+    histogram_quantile,
+    histogram_window,
+    per_scrape,
+    scrapes_read,
+    time_at_or_above,
+    window_seconds,
+)
 
 # Each tuple lists one quantity's names, preferred first; only the first name present is read.
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
@@ -102,8 +111,8 @@ def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None =
         ordering = (f"{ordering}; " if ordering else "") + \
             (f"{len(copies)} of the {given} snapshots are copies of the one before (same values, same "
              "or no time): read once")
-    scrapes = sorted({s.scrape for s in vllm})
-    facts["metrics_snapshots"] = _fact("metrics_snapshots", len(scrapes), [vllm[0].source], ordering)
+    scrapes = scrapes_read(vllm)
+    facts["metrics_snapshots"] = _fact("metrics_snapshots", scrapes, [vllm[0].source], ordering)
     window = window_seconds(vllm)
     if window:
         facts["metrics_window_seconds"] = _fact("metrics_window_seconds", window, [vllm[0].source, vllm[-1].source],
@@ -115,7 +124,7 @@ def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None =
     _queue_at_capacity(facts, named)
     _preemptions(facts, named, window, _uptime(samples, vllm))
     _prefix_cache(facts, named)
-    _histograms(facts, named, len(scrapes) > 1)
+    _histograms(facts, named, scrapes > 1)
     _request_preemptions(facts, named)
     _preemptions_per_request(facts, named)
     _cache_config(facts, _of(named, CACHE_CONFIG))
@@ -160,64 +169,74 @@ def _kv_usage(facts: dict[str, Fact], named: Named) -> None:
     levels = per_scrape(_of(named, KV_USAGE), "max")
     if not levels:
         return
-    top = max(levels, key=lambda lv: lv[2])
-    facts["kv_cache_usage_max"] = _fact("kv_cache_usage_max", top[2], [top[3].source])
-    facts["kv_cache_usage_mean"] = _fact("kv_cache_usage_mean", sum(lv[2] for lv in levels) / len(levels),
-                                         [levels[0][3].source, levels[-1][3].source], f"mean of {len(levels)} scrapes")
-    saturated = [lv for lv in levels if lv[2] >= KV_SATURATED]
-    facts["saturated_intervals"] = _fact("saturated_intervals", len(saturated), [lv[3].source for lv in saturated],
+    top = max(levels, key=lambda lv: lv.value)
+    facts["kv_cache_usage_max"] = _fact("kv_cache_usage_max", top.value, [top.sample.source])
+    read = _scrapes(levels)
+    facts["kv_cache_usage_mean"] = _fact("kv_cache_usage_mean", sum(lv.value * lv.scrapes for lv in levels) / read,
+                                         [levels[0].sample.source, levels[-1].sample.source], f"mean of {read} scrapes")
+    saturated = [lv for lv in levels if lv.value >= KV_SATURATED]
+    facts["saturated_intervals"] = _fact("saturated_intervals", _scrapes(saturated),
+                                         [lv.sample.source for lv in saturated],
                                          f"scrapes with KV cache usage >= {KV_SATURATED:.0%}")
     timed = time_at_or_above(levels, KV_SATURATED)
     if timed is not None:
         above, observed = timed
-        evidence = [lv[3].source for lv in saturated] or [levels[0][3].source]
+        evidence = [lv.sample.source for lv in saturated] or [levels[0].sample.source]
         facts["saturated_seconds"] = _fact("saturated_seconds", above, evidence,
                                            "each scrape stands for the interval to the next; "
                                            f"{observed:.0f} s observed")
         facts["saturated_share"] = _fact("saturated_share", above / observed, evidence)
-    running = {scrape: value for scrape, _, value, _ in per_scrape(_of(named, RUNNING))}
-    busy = sorted(running[lv[0]] for lv in saturated if lv[0] in running)
+    running = {lv.scrape: lv.value for lv in per_scrape(_of(named, RUNNING))}
+    busy = sorted(value for lv in saturated if lv.scrape in running for value in [running[lv.scrape]] * lv.scrapes)
     if busy:
-        facts["running_at_saturation"] = _fact("running_at_saturation", busy[len(busy) // 2], [saturated[0][3].source],
+        facts["running_at_saturation"] = _fact("running_at_saturation", busy[len(busy) // 2],
+                                               [saturated[0].sample.source],
                                                f"median over {len(busy)} saturated scrapes")
+
+
+def _scrapes(levels: Sequence[Level]) -> int:
+    """The snapshots the levels stand for (more than the levels where neighbours were merged)."""
+    return sum(lv.scrapes for lv in levels)
 
 
 def _queues(facts: dict[str, Fact], named: Named) -> None:
     for names, fact in ((RUNNING, "running_max"), (WAITING, "waiting_max"), (SWAPPED, "swapped_max")):
         levels = per_scrape(_of(named, names))
         if levels:
-            top = max(levels, key=lambda lv: lv[2])
-            facts[fact] = _fact(fact, top[2], [top[3].source])
+            top = max(levels, key=lambda lv: lv.value)
+            facts[fact] = _fact(fact, top.value, [top.sample.source])
     waiting = per_scrape(_of(named, WAITING))
     if len(waiting) > 1:
         first, last = waiting[0], waiting[-1]
-        facts["waiting_growth"] = _fact("waiting_growth", last[2] - first[2], [first[3].source, last[3].source],
-                                        f"{first[2]:.0f} -> {last[2]:.0f} requests waiting over {len(waiting)} scrapes")
+        facts["waiting_growth"] = _fact("waiting_growth", last.value - first.value,
+                                        [first.sample.source, last.sample.source],
+                                        f"{first.value:.0f} -> {last.value:.0f} requests waiting over "
+                                        f"{_scrapes(waiting)} scrapes")
 
 
 def _queue_at_capacity(facts: dict[str, Fact], named: Named) -> None:
     """Scrapes where the KV cache was full while requests waited (the state preemption comes from), and
     the run of scrapes the metrics end with where requests wait, none runs and the cache is empty (a stall)."""
-    usage = {scrape: (value, sample) for scrape, _, value, sample in per_scrape(_of(named, KV_USAGE), "max")}
-    waiting = {lv[0]: lv[2] for lv in per_scrape(_of(named, WAITING))}
-    running = {lv[0]: lv[2] for lv in per_scrape(_of(named, RUNNING))}
-    both = sorted(s for s in usage if s in waiting)
+    usage = {lv.scrape: lv for lv in per_scrape(_of(named, KV_USAGE), "max")}
+    waiting = {lv.scrape: lv.value for lv in per_scrape(_of(named, WAITING))}
+    running = {lv.scrape: lv.value for lv in per_scrape(_of(named, RUNNING))}
+    both = [usage[s] for s in sorted(usage) if s in waiting]
     if not both:
         return
-    full = [s for s in both if usage[s][0] >= KV_SATURATED and waiting[s] > 0]
-    refs = [usage[s][1].source for s in full] or [usage[both[-1]][1].source]
+    full = [lv for lv in both if lv.value >= KV_SATURATED and waiting[lv.scrape] > 0]
+    refs = [lv.sample.source for lv in full] or [both[-1].sample.source]
     how = f"scrapes with KV cache usage >= {KV_SATURATED:.0%} and requests waiting"
-    facts["saturated_queue_intervals"] = _fact("saturated_queue_intervals", len(full), refs, how)
-    facts["saturated_queue_share"] = _fact("saturated_queue_share", len(full) / len(both), refs,
-                                           f"{len(full)} of {len(both)} scrapes")
+    facts["saturated_queue_intervals"] = _fact("saturated_queue_intervals", _scrapes(full), refs, how)
+    facts["saturated_queue_share"] = _fact("saturated_queue_share", _scrapes(full) / _scrapes(both), refs,
+                                           f"{_scrapes(full)} of {_scrapes(both)} scrapes")
     stalled = []
-    for s in reversed(both):
-        if running.get(s) != 0 or waiting[s] <= 0 or usage[s][0] > 0.01:
+    for lv in reversed(both):
+        if running.get(lv.scrape) != 0 or waiting[lv.scrape] <= 0 or lv.value > 0.01:
             break
-        stalled.append(s)
+        stalled.append(lv)
     if stalled:
-        facts["stalled_intervals"] = _fact("stalled_intervals", len(stalled),
-                                           [usage[s][1].source for s in reversed(stalled)],
+        facts["stalled_intervals"] = _fact("stalled_intervals", _scrapes(stalled),
+                                           [lv.sample.source for lv in reversed(stalled)],
                                            "scrapes with requests waiting, none running and the KV cache empty")
 
 
@@ -270,7 +289,7 @@ def _preemptions(facts: dict[str, Fact], named: Named, window: float | None,
                 f"{grown.value:.0f} preemptions over the {_duration(seconds)} since the server started "
                 f"(from {how}): an average, not the rate now")
         return
-    note = f"increase of {grown.first.name} over {grown.scrapes} snapshots"
+    note = f"increase of {grown.first.name} over {_scrapes(per_scrape(counters))} snapshots"   # kept whole
     if grown.resets:
         note += f" (the server restarted {grown.resets} time(s): counted from zero after)"
     evidence = [grown.first.source, grown.last.source]
@@ -318,7 +337,7 @@ def _prefix_cache(facts: dict[str, Fact], named: Named) -> None:
         return
     gauge = per_scrape(_of(named, PREFIX_HIT_RATE), "max")
     if gauge:
-        facts["prefix_cache_hit_rate"] = _fact("prefix_cache_hit_rate", gauge[-1][2], [gauge[-1][3].source],
+        facts["prefix_cache_hit_rate"] = _fact("prefix_cache_hit_rate", gauge[-1].value, [gauge[-1].sample.source],
                                                "V0's gpu_prefix_cache_hit_rate at the last scrape")
 
 

@@ -54,7 +54,8 @@ class MetricSample:
     line: int                  # 1-based; 0 for a series from a Prometheus server
     written: str | SeriesHead  # the line as read (cleaned, redacted), or its series' head
     time: float | None = None  # when it was scraped (Unix seconds, or seconds from the first snapshot)
-    stands_for: int = 1        # samples read that this one stands for: itself and the points thinned before it
+    stands_for: int = 1        # samples read that this one stands for: itself, the points thinned before it
+                               # or merged into it (a gauge's, one a scrape: metrics/thinning.py)
 
     @property
     def text(self) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from .parse import MetricSample
 
+CUMULATIVE_SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum")    # a counter's or a histogram's series
 INSTANCE_LABELS = ("pod", "instance")
 GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's own pod label is renamed on scrape
 
@@ -64,8 +65,9 @@ def counter_increase(samples: Sequence[MetricSample], created: Sequence[MetricSa
     total, resets = 0.0, 0
     series = by_series(samples)
     scrapes = {s.scrape for s in samples}
+    once = len(scrapes) == 1 and len(series) == len(samples)    # a scrape merged from two holds a series twice
     for (_, key), points in series.items():
-        total, resets = _grown(points, key, starts, len(scrapes) == 1, total, resets)
+        total, resets = _grown(points, key, starts, once, total, resets)
     ends = [p[-1] for p in series.values()]
     starts_ = [p[0] for p in series.values()]
     return Increase(total, resets, min(starts_, key=lambda s: s.scrape), max(ends, key=lambda s: s.scrape),
@@ -88,7 +90,7 @@ def _created_at(created: Sequence[MetricSample]) -> Callable[[int, tuple], float
 def _grown(points: Sequence[MetricSample], key: tuple, starts: Callable[[int, tuple], float | None] | None,
            once: bool, total: float, resets: int) -> tuple[float, int]:
     """`total` and `resets` with one series' increase added (its points in scrape order, `key` its labels,
-    `starts` its _created value at a scrape, if known); `once`: a single scrape, the count since the start.
+    `starts` its _created value at a scrape, if known); `once`: a single snapshot, the count since the start.
 
     The increase is taken per stretch between restarts, its last point minus its first (after a restart the
     series counts from zero), so that points in the middle of a stretch change nothing, to the bit: the
@@ -105,10 +107,19 @@ def _grown(points: Sequence[MetricSample], key: tuple, starts: Callable[[int, tu
     return total + points[-1].value - first, resets
 
 
-def per_scrape(samples: Sequence[MetricSample],
-               combine: str = "sum") -> list[tuple[int, float | None, float, MetricSample]]:
-    """One value per scrape over all series (`sum` for request counts, `max` for a usage):
-    (scrape, time, value, the sample that stands for it)."""
+class Level(NamedTuple):
+    """One value of a quantity at one scrape, over its series."""
+
+    scrape: int
+    time: float | None
+    value: float
+    sample: MetricSample         # the sample that stands for it (the largest)
+    scrapes: int                 # the snapshots it stands for: more than one where neighbours were merged
+
+
+def per_scrape(samples: Sequence[MetricSample], combine: str = "sum") -> list[Level]:
+    """One value per scrape over all series (`sum` for request counts, `max` for a usage). A gauge's point
+    merged with its neighbours' (metrics/thinning.py) holds their peak and stands for their scrapes."""
     grouped: dict[int, list[MetricSample]] = {}
     for s in samples:
         grouped.setdefault(s.scrape, []).append(s)
@@ -117,23 +128,34 @@ def per_scrape(samples: Sequence[MetricSample],
         points = grouped[scrape]
         top = max(points, key=lambda s: s.value)
         value = sum(s.value for s in points) if combine == "sum" else top.value
-        out.append((scrape, top.time, value, top))
+        out.append(Level(scrape, top.time, value, top, max(s.stands_for for s in points)))
     return out
 
 
-def time_at_or_above(levels: Sequence[tuple[int, float | None, float, MetricSample]],
-                     threshold: float) -> tuple[float, float] | None:
+def scrapes_read(samples: Iterable[MetricSample]) -> int:
+    """How many snapshots the samples were read from: each scrape held counts for the snapshots merged into it,
+    which its gauges' points stand for (a counter's point stands for the points thinned before it instead)."""
+    scrapes: dict[int, int] = {}
+    for s in samples:
+        weight = 1 if s.name.endswith(CUMULATIVE_SUFFIXES) else s.stands_for
+        if weight > scrapes.get(s.scrape, 0):
+            scrapes[s.scrape] = weight
+    return sum(scrapes.values())
+
+
+def time_at_or_above(levels: Sequence[Level], threshold: float) -> tuple[float, float] | None:
     """Seconds a level spent at or above `threshold`, and the seconds observed, from its scrapes.
 
-    Each scrape stands for the interval up to the next one (the last for a typical interval), as
-    Prometheus' step semantics do; None when the scrapes have no times or span none."""
-    timed = [(t, v) for _, t, v, _ in levels if t is not None]
+    Each scrape stands for the interval up to the next one (the last for a typical interval, a gap's
+    share of each snapshot merged into the scrape before it), as Prometheus' step semantics do; None
+    when the scrapes have no times or span none."""
+    timed = [(lv.time, lv.value, lv.scrapes) for lv in levels if lv.time is not None]
     if len(timed) < 2 or len(timed) != len(levels):
         return None
     gaps = [b[0] - a[0] for a, b in zip(timed, timed[1:])]
-    typical = sorted(gaps)[len(gaps) // 2]
-    spans = gaps + [typical]
-    above, observed = sum(span for span, (_, v) in zip(spans, timed) if v >= threshold), sum(spans)
+    shares = sorted(gap / a[2] for gap, a in zip(gaps, timed))
+    spans = gaps + [shares[len(shares) // 2] * timed[-1][2]]
+    above, observed = sum(span for span, (_, v, _) in zip(spans, timed) if v >= threshold), sum(spans)
     return (above, observed) if observed > 0 else None      # the same snapshot twice spans no time
 
 
@@ -167,7 +189,7 @@ def histogram_window(samples: Sequence[MetricSample], base: str) -> HistogramWin
             continue
         if math.isnan(bound):
             continue
-        grown, _ = _grown(points, labels, None, len({p.scrape for p in points}) == 1, 0.0, 0)
+        grown, _ = _grown(points, labels, None, len(points) == 1, 0.0, 0)
         buckets[bound] = buckets.get(bound, 0.0) + grown
         evidence.append(points[-1])
     count = counter_increase([s for s in samples if s.name == f"{base}_count"])

@@ -19,6 +19,20 @@ Nothing is dropped unless the caller knows the snapshots come in their order, ea
 (facts._copies drops a scrape that repeats the one before at the same time or none, comparing every sample);
 nor with a time window (it cuts samples by their time after reading); nor from the first snapshot that carries
 timestamps of its own onwards (they may put it elsewhere in the order).
+
+What is left grows by a level per scrape: each gauge's point and the preemption counter's. Once more than
+LEVELS_HELD such points are held, neighbouring snapshots are merged pairwise (all but the first, whose points the
+queue's growth and the increases start from; the newest is added after a merge), as the log's stats events are past
+their cap. A gauge keeps the larger of its two points (the peak, as the log's merged stats keep it), but the
+requests running, which are those of the snapshot whose KV cache was fuller (what ran when the cache was full sizes
+--max-num-seqs: peaks of the two taken apart would pair a full cache with a count it never held); the preemption
+counter its later one (the next point's increase is from it, and a fall after it is still seen; the timeline shows
+the pair's increase at the merged scrape's time), dcgm-exporter's figures those of the snapshot whose GPU was
+fuller; the point kept stands for both (`stands_for`: a gauge's point stands for as many scrapes,
+series.per_scrape's weight). A counter's or histogram's points held in both stay, the earlier first. The merged
+samples are held in the earlier snapshot's place and take its scrape and time; the later one is left empty and
+keeps its place in the order. A pair is left as it is where the preemption counter falls before or between them
+or a `_created` series changes there: a restart would be lost.
 """
 from __future__ import annotations
 
@@ -26,13 +40,13 @@ import dataclasses
 from typing import Mapping, Sequence
 
 from ..redact import Redactor
-from .facts import PREEMPTIONS
+from .facts import DCGM_USED, KV_USAGE, PREEMPTIONS, RUNNING
 from .parse import MetricSample, stamped
-from .series import unit_labels
+from .series import CUMULATIVE_SUFFIXES, unit_labels
 
-CUMULATIVE_SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum")
 KEPT_WHOLE = frozenset(PREEMPTIONS)      # the preemption counter under each of its names, read per scrape
 ANY_REDACTION = Redactor(enabled=True, prompts=True)     # the most a report masks (--redact-prompts)
+LEVELS_HELD = 20_000     # gauge and preemption points held before neighbouring snapshots merge: about 3 MiB
 
 
 def thinnable_name(name: str) -> bool:
@@ -58,6 +72,8 @@ class Thinning:
         self.redaction = redaction or ANY_REDACTION
         self.snapshots: list[list[MetricSample]] = []
         self.held = 0                                        # samples held now, over all snapshots
+        self.levels = 0                                      # of them, points held of each scrape (not thinnable)
+        self._merge_above = LEVELS_HELD
         self._tails: dict[tuple[str, int], _Tail] = {}
         self._first_labels: dict[int, Mapping[str, str]] = {}      # by the hash of their items
         self._labels_ids: dict[int, int | None] = {}               # by id: the id of the first equal labels seen
@@ -66,12 +82,17 @@ class Thinning:
 
     def add(self, samples: Sequence[MetricSample]) -> None:
         """The next snapshot, in scrape order."""
+        if self.enabled and samples and stamped(samples) is not None:
+            self.enabled = False        # its own times may put it before another: every point held stays
+        if self.enabled and self.levels > self._merge_above:
+            self._merge_neighbours()
+            # where pairs would not merge (restarts), wait for more snapshots before trying again
+            self._merge_above = LEVELS_HELD if self.levels <= LEVELS_HELD else self.levels + LEVELS_HELD // 2
         index = len(self.snapshots)
         held = list(samples)
         self.snapshots.append(held)
         self.held += len(held)
-        if self.enabled and samples and stamped(samples) is not None:
-            self.enabled = False        # its own times may put it before another: every point held stays
+        self.levels += sum(1 for s in held if not thinnable_name(s.name))
         if not self.enabled:
             return
         dropped: set[int] = set()       # the ids of the points dropped, alive until their snapshots are rebuilt
@@ -93,8 +114,102 @@ class Thinning:
             self.snapshots[rebuilt] = [s for s in self.snapshots[rebuilt] if id(s) not in dropped]
 
     def result(self) -> list[tuple[MetricSample, ...]]:
-        """Each snapshot's samples held."""
+        """Each snapshot's samples held: none for one merged into the snapshot before it."""
         return [tuple(held) for held in self.snapshots]
+
+    def _merge_neighbours(self) -> None:
+        """Merge the snapshots held, but the first, pairwise (see the module's docstring)."""
+        live = [i for i, held in enumerate(self.snapshots) if held]
+        moved: dict[int, int] = {}
+        latest: dict[tuple, float] = {}     # each `_created` series' and preemption counter's latest value so far
+        self._note_latest(latest, self.snapshots[live[0]])
+        for first, second in zip(live[1::2], live[2::2]):
+            merged = self._merged(self.snapshots[first], self.snapshots[second], latest)
+            self._note_latest(latest, self.snapshots[first])
+            self._note_latest(latest, self.snapshots[second])
+            if merged is None:
+                continue
+            before = len(self.snapshots[first]) + len(self.snapshots[second])
+            self.held -= before - len(merged)
+            self.levels -= before - len(merged)
+            self.snapshots[first], self.snapshots[second] = merged, []
+            moved[second] = first
+        if moved:
+            self._tails = {key: tail if tail.snapshot not in moved else
+                           dataclasses.replace(tail, snapshot=moved[tail.snapshot])
+                           for key, tail in self._tails.items()}
+
+    def _restart_keys(self, samples: Sequence[MetricSample]) -> list[tuple[tuple, float]]:
+        """(key, value) of the points that tell a restart: `_created` series' and the preemption counter's."""
+        out = [((self._series(s.name, s.labels),), s.value) for s in samples if s.name.endswith("_created")]
+        out += [(key, samples[position].value) for position, key in self._level_keys(samples)
+                if key is not None and samples[position].name in KEPT_WHOLE]
+        return out
+
+    def _note_latest(self, latest: dict[tuple, float], samples: Sequence[MetricSample]) -> None:
+        latest.update(self._restart_keys(samples))
+
+    def _merged(self, first: list[MetricSample], second: list[MetricSample],
+                latest: Mapping[tuple, float]) -> list[MetricSample] | None:
+        """Two neighbouring snapshots' samples as one snapshot's, or None where merging would lose a restart or
+        pair points it cannot tell apart (`latest`: each `_created` series' and preemption counter's latest
+        value before the first). A gauge's k-th point in one pairs with its k-th in the other (a round of
+        several URLs holds a series once for each, in the same order every round). A counter's or histogram's
+        points held in both stay, the earlier first: an increase is read point after point, within a scrape as
+        across them."""
+        values = dict(latest)
+        for snapshot in (first, second):
+            for mark, value in self._restart_keys(snapshot):
+                if value < values.get(mark, value) or (len(mark) == 1 and value != values.get(mark, value)):
+                    return None     # a restart before or between them: the merged point would hide it
+                values[mark] = value
+        used = [(s.value, n) for n, held in enumerate((first, second)) for s in held if s.name == DCGM_USED]
+        from_second = max(used, default=(0.0, 1))[1] == 1     # the fuller GPU's figures; else the later's
+        usage: dict[tuple, list[float]] = {}                   # each unit's KV usage in the first and the second
+        for n, held in enumerate((first, second)):
+            for s in held:
+                if s.name in KV_USAGE:
+                    tops = usage.setdefault(unit_labels(s.name, s.labels), [-1.0, -1.0])
+                    tops[n] = max(tops[n], s.value)
+        merged = list(first)
+        points = {key: position for position, key in self._level_keys(first)}
+        if None in points:
+            return None
+        for position, key in self._level_keys(second):
+            s = second[position]
+            at = points.pop(key, None) if key is not None else None
+            if at is None:
+                merged.append(s)
+                continue
+            earlier = merged[at]
+            if s.name in KEPT_WHOLE:
+                kept = s                # the count its next point's increase starts from (a restart after it)
+            elif not s.name.startswith("vllm:"):
+                kept = s if from_second else earlier
+            elif s.name in RUNNING and unit_labels(s.name, s.labels) in usage:
+                tops = usage[unit_labels(s.name, s.labels)]
+                kept = s if tops[1] > tops[0] else earlier      # as many as ran when the cache was as full
+            else:
+                kept = s if s.value > earlier.value else earlier
+            merged[at] = dataclasses.replace(kept, stands_for=earlier.stands_for + s.stands_for)
+        merged.extend(s for s in second if thinnable_name(s.name))
+        return merged
+
+    def _level_keys(self, samples: Sequence[MetricSample]) -> list[tuple[int, tuple | None]]:
+        """(position, key) of each point that is not thinnable: its series and which of the series' points in the
+        snapshot it is; None for a series whose key is unsure (see _series)."""
+        seen: dict[tuple, int] = {}
+        keys: list[tuple[int, tuple | None]] = []
+        for position, s in enumerate(samples):
+            if thinnable_name(s.name):
+                continue
+            series = self._series(s.name, s.labels)
+            if series is None:
+                keys.append((position, None))
+                continue
+            nth = seen[series] = seen.get(series, -1) + 1
+            keys.append((position, (series, nth)))
+        return keys
 
     def _may_drop(self, samples: Sequence[MetricSample]) -> list[bool]:
         """Whether each sample may be dropped as a middle point, as far as it alone says (see the module's list)."""
