@@ -20,7 +20,8 @@ resident memory over the tree, sampled every 10 ms from /proc. The machine's loa
 printed: on a shared machine wall time is noisy, CPU time much less so.
 
 The metrics parse is also timed in-process against prometheus-client's bare parse of the same text
-(bench/metrics_parse.py), since the whole command also splits the samples per engine and judges each one.
+(bench/metrics_parse.py), since the whole command also splits the samples per engine and judges each one;
+it also measures the memory held after reading 3, 12, 24 and 48 snapshots of the same server.
 
 usage: python bench/run.py [--mb 1024] [--small-mb 128] [--repeat 3] [--only serving,stats-v1,...]
                            [--work DIR] [--json OUT.json]
@@ -67,6 +68,7 @@ import make_metrics  # noqa: E402
 
 INPUTS = ("serving", "stats-v1", "stats-v0", "debug", "metrics", "metrics-12", "scrape", "startup")
 MANY_SNAPSHOTS = 12
+HELD_SNAPSHOTS = 48          # read in-process by metrics_parse.py: the memory held past the cap on levels
 
 
 def _tree_rss_kib(pid: int) -> int:
@@ -212,13 +214,15 @@ def main() -> None:
         about[kind] = f"{path.stat().st_size / 2**20:,.0f} MiB, {lines:,} lines"
         cases[kind] = {"vtriage": [vtriage, "--format", "json", str(path)], **baselines([path], log_ere, log_fixed)}
     many: list[Path] = []
+    held_paths: list[Path] = []
     if {"metrics", "metrics-12", "scrape"} & set(only):
         prefix = work / f"metrics-{args.engines}e"
-        stamp = work / f"metrics-{args.engines}e-x{MANY_SNAPSHOTS}.done"
+        stamp = work / f"metrics-{args.engines}e-x{HELD_SNAPSHOTS}.done"
         if not stamp.exists():
-            make_metrics.write(str(prefix), MANY_SNAPSHOTS, args.engines, 1)
+            make_metrics.write(str(prefix), HELD_SNAPSHOTS, args.engines, 1)    # the first 12 as with 12
             stamp.write_text("ok\n")
-        many = [Path(f"{prefix}-{i}.prom") for i in range(1, MANY_SNAPSHOTS + 1)]
+        held_paths = [Path(f"{prefix}-{i}.prom") for i in range(1, HELD_SNAPSHOTS + 1)]
+        many = held_paths[:MANY_SNAPSHOTS]
         lines = [p.read_bytes().count(b"\n") for p in many]
         about["metrics"] = f"3 snapshots of {', '.join(f'{n:,}' for n in lines[:3])} lines"
         about["metrics-12"] = f"{MANY_SNAPSHOTS} snapshots of {min(lines):,} to {max(lines):,} lines"
@@ -265,7 +269,7 @@ def main() -> None:
     parse = None
     if "metrics" in only:
         parse = json.loads(subprocess.run([sys.executable, str(HERE / "metrics_parse.py"), "--repeat",
-                                           str(max(3, args.repeat)), "--timed", "3", *map(str, many)],
+                                           str(max(3, args.repeat)), "--timed", "3", *map(str, held_paths)],
                                           check=True, capture_output=True, text=True).stdout)
 
     print(f"{platform.node() or 'this machine'}: {os.cpu_count()} CPUs, {platform.python_implementation()} "
@@ -309,7 +313,8 @@ def main() -> None:
         for held in parse["held"]:
             print(f"  {held['snapshots']:>2} snapshots read: {held['samples']:,} samples held, "
                   f"{held['retained_mib']:.1f} MiB")
-        print(f"  memory per further snapshot: {parse['mib_per_snapshot']:.2f} MiB")
+        print(f"  memory per further snapshot: {parse['mib_per_snapshot']:.3f} MiB from 3 to 12, "
+              f"{parse['mib_per_snapshot_past_cap']:.3f} MiB from 24 to 48 (past the cap on levels held)")
     if args.json:
         Path(args.json).write_text(json.dumps({"cpus": os.cpu_count(), "python": platform.python_version(),
                                                "repeat": args.repeat, "load_before": load_before,

@@ -34,7 +34,9 @@ def table(data: dict) -> str:
                          "held" for h in parse["held"])
         notes.append(f"/metrics parse in-process, per 23k-line snapshot: vtriage {parse['vtriage_s']:.3f} s, "
                      f"prometheus-client's bare parse {parse['bare_s']:.3f} s: **{parse['ratio']:.2f}x**. {held} "
-                     f"afterwards (tracemalloc): **{parse['mib_per_snapshot']:.2f} MiB** a further snapshot.")
+                     f"afterwards (tracemalloc): **{parse['mib_per_snapshot']:.2f} MiB** a further snapshot from 3 to "
+                     f"12, **{parse['mib_per_snapshot_past_cap']:.2f} MiB** from 24 to 48 (past the cap on levels "
+                     "held, metrics/thinning.py).")
     if "compiled_split" in data:
         notes.append("The bulk split ran " + ("compiled (`triage/sources/_bulkscan.c`)." if data["compiled_split"]
                                               else "in Python: `triage/sources/_bulkscan.c` was not built."))
