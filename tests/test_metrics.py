@@ -251,7 +251,8 @@ def test_thinning_keeps_every_point_where_it_could_change_a_figure(tmp_path):
     """Nothing is thinned from snapshots whose times are unknown (a copy of the one before is found by comparing
     every sample), from snapshots with timestamps of their own, nor from an input whose name redaction masks;
     values that are not whole numbers, or too large for a float to hold every whole number, are thinned like
-    any other (an increase is a stretch's last point minus its first)."""
+    any other (an increase is a stretch's last point minus its first); a line naming prompt tokens is thinned under
+    --redact-prompts too, as it holds no prompt."""
     from triage.metrics.inputs import read_files
     from triage.metrics.parse import parse_exposition
     from triage.metrics.thinning import ANY_REDACTION, Thinning
@@ -271,6 +272,8 @@ def test_thinning_keeps_every_point_where_it_could_change_a_figure(tmp_path):
     assert held([counter.format(v) for v in (0.5, 1.5, 2.5, 3.5)]) == 6
     assert held([counter.format(2.0 ** 40 + v) for v in (1, 2, 3, 4)]) == 6
     assert held([counter.format(v) for v in (1, 2, 3, 4)], "token=hf_abcdefghijklmnopqrstuvwxyz0123.prom") == 8
+    tokens = counter.replace("request_success_total", "request_prompt_tokens_total")   # no prompt text in it
+    assert held([tokens.format(v) for v in (1, 2, 3, 4)]) == 6
     stamped = [counter.replace("} 1\n", "} 1 1764500000000\n").replace("{}\n", "{} 1764500000000\n").format(v)
                for v in (1, 2, 3, 4)]
     assert held(stamped) == 8

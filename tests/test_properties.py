@@ -1158,6 +1158,30 @@ def test_a_block_decoded_at_once_reads_as_each_line_decoded(raws, base):
     assert fast.cut_lines == slow.cut_lines
 
 
+# --- redaction: what it says it leaves alone it leaves alone ----------------------------------------------------
+
+_REDACTION_PIECES = ("prompt", "output", "Content", "prompt: ", "prompt='", "'hello world'", '"content": "hi"',
+                     "prompt_token_ids: [1, 2, 3]", "prompt_ids=[", "]", "output_tokens", "vllm:prompt_tokens_total",
+                     '{engine="0"} 12.0', "--api-key sk-abcdefghijklmnopqrstuvwxyz0123",
+                     "token=hf_abcdefghijklmnop1234",
+                     " ", "\n", "'", '"', ":", "=", "***")
+
+
+@FAST
+@given(st.lists(st.lists(st.sampled_from(_REDACTION_PIECES), max_size=8).map("".join), min_size=1, max_size=6),
+       st.booleans())
+def test_what_redaction_leaves_alone_it_gives_back_as_it_is(texts, prompts):
+    """`leaves_alone` (which lets the metrics thinning drop a line, and the reports skip redacting it) never says
+    so of a text redaction would change or count a mask in; asked of texts joined, it answers as for each."""
+    redactor = Redactor(prompts=prompts)
+    alone = [redactor.leaves_alone(text) for text in texts]
+    assert redactor.leaves_alone_each(texts) == alone
+    for text, untouched in zip(texts, alone):
+        fresh = Redactor(prompts=prompts)
+        if untouched:
+            assert fresh.text(text) == text and not fresh.counts, text
+
+
 # --- metrics thinning: counters and histograms thinned as snapshots arrive give the same report ---------------
 
 _BOUNDS = ("0.5", "1.0", "+Inf")

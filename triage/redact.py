@@ -176,8 +176,11 @@ class Redactor:
         self._clean: set[str] = set()      # short field values known to hold nothing to mask ("v1", a model name)
 
     def leaves_alone(self, text: str) -> bool:
-        """Whether no rule could touch `text`: `redact_mapped` would give it back as it is, counting nothing."""
-        return not (self.enabled and may_hold_secret(text)) and not (self.prompts and _QUICK_PROMPT.search(text))
+        """Whether no rule could touch `text`: `redact_mapped` would give it back as it is, counting nothing. The
+        prompt rules are asked where the quick test finds one of their words: a /metrics line naming prompt or
+        output tokens holds none, and would otherwise be kept whole in every snapshot (metrics/thinning.py)."""
+        return not (self.enabled and may_hold_secret(text)) and not (
+            self.prompts and _QUICK_PROMPT.search(text) and any(pattern.search(text) for _, pattern in _PROMPTS))
 
     def leaves_alone_each(self, texts: Sequence[str]) -> list[bool]:
         """`leaves_alone` of each text, asked of JOINED_TEXTS of them joined at a time: texts none of which holds
