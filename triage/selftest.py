@@ -9,11 +9,11 @@ every figure the manifest lists come out as labelled (figures within 1 %).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from . import tomlread
+from .bundled import bundled_dir
 from .errors import InputError
 from .pipeline import Incident, Toolkit, build_report
 from .sources.files import open_log
@@ -36,7 +36,7 @@ class CaseResult:
 
 
 def bundled_fixtures() -> Path:
-    return Path(str(resources.files("triage.fixtures_data")))
+    return bundled_dir("triage.fixtures_data")
 
 
 def load_manifest(directory: Path) -> list[Mapping[str, Any]]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import difflib
 import string
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .. import tomlread
+from ..bundled import bundled_dir
 from ..errors import RuleError
 from ..facts import FACTS
 from ..vocabulary import CONFIDENCES, FACT_VALUES, FIX_NAMES, SEVERITIES, VERDICTS
@@ -104,7 +104,7 @@ class RuleSet:
 
 
 def default_rules_dir() -> Path:
-    return Path(str(resources.files("triage.rules_data")))
+    return bundled_dir("triage.rules_data")
 
 
 _LISTINGS = {"facts": "`vtriage rules --facts` lists the facts", "fixes": "`vtriage rules --fixes` lists the fixes",

@@ -11,7 +11,6 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -23,6 +22,7 @@ except ImportError:         # no wheel for this platform: the regex trie below f
     ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
 
 from .. import tomlread
+from ..bundled import bundled_dir
 from ..errors import RuleError
 from ..sources.scan import BulkPattern, QuietLines, bulk_pattern, quiet_lines_possible
 from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES, STATS_PEAKS
@@ -599,7 +599,7 @@ def nested_quantifier(pattern: str) -> bool:
 
 
 def default_signature_dir() -> Path:
-    return Path(str(resources.files("triage.rules_data") / "signatures"))
+    return bundled_dir("triage.rules_data") / "signatures"
 
 
 def load_signatures(directory: Path | None = None, compile_now: bool | None = None) -> SignatureSet:

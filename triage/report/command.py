@@ -21,9 +21,9 @@ import re
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..bundled import bundled_dir
 from ..model import Fix, LaunchCommand, LogEvent, SourceRef
 
 SERVE, API_SERVER, OFFLINE = "vllm serve", "python -m vllm.entrypoints.openai.api_server", "LLM(...)"
@@ -64,7 +64,7 @@ class ArgumentList:
 @lru_cache(maxsize=1)
 def _releases() -> dict[str, Any]:
     """triage/report/vllm_args.json unpacked: release -> {program, arguments} (the file keeps runs of releases)."""
-    data = json.loads(resources.files("triage.report").joinpath("vllm_args.json").read_text(encoding="utf-8"))
+    data = json.loads((bundled_dir("triage.report") / "vllm_args.json").read_text(encoding="utf-8"))
     releases: dict[str, Any] = {r: {"program": p, "arguments": {}} for r, p in zip(data["releases"], data["programs"])}
     for flag, runs in data["arguments"].items():
         for first, last, entry in runs:

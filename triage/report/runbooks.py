@@ -6,8 +6,8 @@ installed `vtriage explain VERDICT` prints the same text the repository shows: t
 from __future__ import annotations
 
 import difflib
-from importlib import resources
 
+from ..bundled import bundled_dir
 from ..decide.ruleset import RuleSet
 from ..errors import InputError
 from ..vocabulary import VERDICTS
@@ -17,7 +17,7 @@ SECTIONS = ("Meaning", "Impact", "Diagnosis", "Mitigation")
 
 def runbook_text(verdict: str) -> str:
     """The page for one verdict, as Markdown."""
-    return resources.files("triage.runbooks_data").joinpath(f"{verdict}.md").read_text(encoding="utf-8")
+    return (bundled_dir("triage.runbooks_data") / f"{verdict}.md").read_text(encoding="utf-8")
 
 
 def resolve_topic(topic: str, rules: RuleSet) -> str:
