@@ -306,7 +306,7 @@ def test_past_the_levels_held_neighbouring_snapshots_merge_keeping_peaks_and_cou
     newest is added after), so the points held stop growing however many snapshots come. What the report reads
     whole stays: the peaks, the preemptions and their rate, the window, the snapshots and samples read, the growth
     of the queue; a merged scrape's level is its members' peak, so the mean and the counts of full scrapes can
-    only rise (as the log's stats past their cap); the requests running are those of the fuller cache's scrape."""
+    only rise; the requests running are those of the fuller cache's scrape."""
     from triage.metrics import thinning
     from triage.metrics.inputs import read_files
     from triage.pipeline import _clock, metric_timeline
