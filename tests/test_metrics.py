@@ -288,7 +288,8 @@ def _busy_running(scrape: int, engine: int) -> int:
 
 
 def _busy_server(scrape: int) -> str:
-    """Two engines whose KV cache fills now and then while requests wait, a scrape later than the one before."""
+    """Two engines whose KV cache fills now and then while requests wait, and a third that shows only its
+    preemption counter, a scrape later than the one before."""
     lines = []
     for e in range(2):
         labels = f'engine="{e}",model_name="m"'
@@ -298,6 +299,7 @@ def _busy_server(scrape: int) -> str:
                   f"vllm:num_requests_waiting{{{labels}}} {(scrape * 3 + e) % 4}",
                   f"vllm:num_preemptions_total{{{labels}}} {scrape * scrape + e}",
                   f"vllm:request_success_total{{{labels},finished_reason=\"stop\"}} {40 * scrape}"]
+    lines.append(f'vllm:num_preemptions_total{{engine="2",model_name="m"}} {3 * scrape}')    # no gauge of its own
     return "\n".join(lines) + "\n"
 
 
@@ -339,13 +341,17 @@ def test_past_the_levels_held_neighbouring_snapshots_merge_keeping_peaks_and_cou
         counts = [end * end + int(engine) for end in ends]        # the preemption counter there
         assert [p.preemptions for p in points] == [None] + [b - a for a, b in zip(counts, counts[1:])]
         assert [p.time for p in points] == [_clock(1_764_500_000 + 15 * scrape) for scrape in scrapes]
+    counted = [extract_metric_facts([s for s in read.samples if s.labels["engine"] == "2"], read.origin.ordering)
+               for read in (merged, whole)]
+    assert [f["metrics_snapshots"].value for f in counted] == [30, 30]     # its counter's points count the scrapes
+    assert [f["preemptions"].value for f in counted] == [3 * 29, 3 * 29]
 
     held = thinning.Thinning(Redactor())
     most = 0
     for i in range(300):
         held.add(parse_exposition(_busy_server(i), f"m{i}.prom"))
         most = max(most, held.levels)
-    assert most <= 24 + 8                     # the points held: never more than the cap and one snapshot's
+    assert most <= 24 + 9                     # the points held: never more than the cap and one snapshot's
     assert sum(s.stands_for for snapshot in held.result() for s in snapshot
                if s.name == "vllm:num_requests_running") == 300 * 2
 

@@ -111,7 +111,7 @@ def extract_metric_facts(samples: Sequence[MetricSample], ordering: str | None =
         ordering = (f"{ordering}; " if ordering else "") + \
             (f"{len(copies)} of the {given} snapshots are copies of the one before (same values, same "
              "or no time): read once")
-    scrapes = scrapes_read(vllm)
+    scrapes = scrapes_read(vllm, PREEMPTIONS)      # the preemption counter is held one point a scrape
     facts["metrics_snapshots"] = _fact("metrics_snapshots", scrapes, [vllm[0].source], ordering)
     window = window_seconds(vllm)
     if window:

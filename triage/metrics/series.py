@@ -132,12 +132,14 @@ def per_scrape(samples: Sequence[MetricSample], combine: str = "sum") -> list[Le
     return out
 
 
-def scrapes_read(samples: Iterable[MetricSample]) -> int:
+def scrapes_read(samples: Iterable[MetricSample], kept_whole: Iterable[str] = ()) -> int:
     """How many snapshots the samples were read from: each scrape held counts for the snapshots merged into it,
-    which its gauges' points stand for (a counter's point stands for the points thinned before it instead)."""
+    which its gauges' points and those of the counters `kept_whole` (one point a scrape) stand for; another
+    counter's point stands for the points thinned before it instead."""
+    whole = frozenset(kept_whole)
     scrapes: dict[int, int] = {}
     for s in samples:
-        weight = 1 if s.name.endswith(CUMULATIVE_SUFFIXES) else s.stands_for
+        weight = 1 if s.name.endswith(CUMULATIVE_SUFFIXES) and s.name not in whole else s.stands_for
         if weight > scrapes.get(s.scrape, 0):
             scrapes[s.scrape] = weight
     return sum(scrapes.values())
