@@ -121,12 +121,13 @@ class Thinning:
         """Merge the snapshots held, but the first, pairwise (see the module's docstring)."""
         live = [i for i, held in enumerate(self.snapshots) if held]
         moved: dict[int, int] = {}
-        latest: dict[tuple, float] = {}     # each `_created` series' and preemption counter's latest value so far
-        self._note_latest(latest, self.snapshots[live[0]])
+        # each `_created` series' and preemption counter's latest value so far
+        latest = dict(self._restart_keys(self.snapshots[live[0]]))
         for first, second in zip(live[1::2], live[2::2]):
-            merged = self._merged(self.snapshots[first], self.snapshots[second], latest)
-            self._note_latest(latest, self.snapshots[first])
-            self._note_latest(latest, self.snapshots[second])
+            marks = self._restart_keys(self.snapshots[first]) + self._restart_keys(self.snapshots[second])
+            restarted = _restarted(latest, marks)
+            latest.update(marks)
+            merged = None if restarted else self._merged(self.snapshots[first], self.snapshots[second])
             if merged is None:
                 continue
             before = len(self.snapshots[first]) + len(self.snapshots[second])
@@ -146,23 +147,11 @@ class Thinning:
                 if key is not None and samples[position].name in KEPT_WHOLE]
         return out
 
-    def _note_latest(self, latest: dict[tuple, float], samples: Sequence[MetricSample]) -> None:
-        latest.update(self._restart_keys(samples))
-
-    def _merged(self, first: list[MetricSample], second: list[MetricSample],
-                latest: Mapping[tuple, float]) -> list[MetricSample] | None:
-        """Two neighbouring snapshots' samples as one snapshot's, or None where merging would lose a restart or
-        pair points it cannot tell apart (`latest`: each `_created` series' and preemption counter's latest
-        value before the first). A gauge's k-th point in one pairs with its k-th in the other (a round of
-        several URLs holds a series once for each, in the same order every round). A counter's or histogram's
-        points held in both stay, the earlier first: an increase is read point after point, within a scrape as
-        across them."""
-        values = dict(latest)
-        for snapshot in (first, second):
-            for mark, value in self._restart_keys(snapshot):
-                if value < values.get(mark, value) or (len(mark) == 1 and value != values.get(mark, value)):
-                    return None     # a restart before or between them: the merged point would hide it
-                values[mark] = value
+    def _merged(self, first: list[MetricSample], second: list[MetricSample]) -> list[MetricSample] | None:
+        """Two neighbouring snapshots' samples as one snapshot's, or None where it would pair points it cannot
+        tell apart. A gauge's k-th point in one pairs with its k-th in the other (a round of several URLs holds a
+        series once for each, in the same order every round). A counter's or histogram's points held in both
+        stay, the earlier first: an increase is read point after point, within a scrape as across them."""
         used = [(s.value, n) for n, held in enumerate((first, second)) for s in held if s.name == DCGM_USED]
         from_second = max(used, default=(0.0, 1))[1] == 1     # the fuller GPU's figures; else the later's
         usage: dict[tuple, list[float]] = {}                   # each unit's KV usage in the first and the second
@@ -236,3 +225,16 @@ class Thinning:
         if clean is None:
             clean = self._clean_paths[path] = self.redaction.leaves_alone(path)
         return clean
+
+
+def _restarted(latest: Mapping[tuple, float], marks: Sequence[tuple[tuple, float]]) -> bool:
+    """Whether the points that tell a restart (`_restart_keys` of two neighbours, in order) show one after
+    `latest` (each such series' value before them) or between them: a merged point would hide it. A preemption
+    counter restarts where it falls, a `_created` series where it changes (its key has one part)."""
+    seen: dict[tuple, float] = {}
+    for mark, value in marks:
+        before = seen.get(mark, latest.get(mark, value))
+        if value < before or (len(mark) == 1 and value != before):
+            return True
+        seen[mark] = value
+    return False
