@@ -1237,12 +1237,9 @@ def metric_snapshots(draw) -> list[str]:
     return ["\n".join(lines) + "\n" for lines in texts]
 
 
-@FAST
-@given(metric_snapshots(), st.booleans())
-@example(["vllm:a_total 1\n", "vllm:a_total 2\n", "vllm:a_total 3\n"], False)
-def test_thinned_snapshots_give_the_report_of_every_sample(texts, prompts):
-    """Reading snapshots with their counters and histograms thinned (metrics/thinning.py) gives the same
-    report, facts, evidence and counts, as holding every sample; and holds no more samples."""
+def _read_thinned_and_whole(texts: list[str], prompts: bool):
+    """The expositions saved as files 15 s apart and read as `--metrics` reads them: thinned for the report's
+    redaction, and with every sample held."""
     from triage.metrics.inputs import read_files
     with tempfile.TemporaryDirectory() as folder:
         paths = []
@@ -1250,8 +1247,16 @@ def test_thinned_snapshots_give_the_report_of_every_sample(texts, prompts):
             path = Path(folder) / f"m{i}.prom"
             path.write_text(text)
             paths.append(str(path))
-        thinned = read_files(paths, 15.0, Redactor(prompts=prompts))
-        whole = read_files(paths, 15.0, None)
+        return read_files(paths, 15.0, Redactor(prompts=prompts)), read_files(paths, 15.0, None)
+
+
+@FAST
+@given(metric_snapshots(), st.booleans())
+@example(["vllm:a_total 1\n", "vllm:a_total 2\n", "vllm:a_total 3\n"], False)
+def test_thinned_snapshots_give_the_report_of_every_sample(texts, prompts):
+    """Reading snapshots with their counters and histograms thinned (metrics/thinning.py) gives the same
+    report, facts, evidence and counts, as holding every sample; and holds no more samples."""
+    thinned, whole = _read_thinned_and_whole(texts, prompts)
     assert len(thinned.samples) <= len(whole.samples)
     assert thinned.inputs == whole.inputs
     reports = [report_dict(build_report(Incident(metrics=read, redact_prompts=prompts), KIT))
@@ -1277,16 +1282,8 @@ def test_merged_snapshots_keep_the_peaks_and_counts_and_raise_only_the_levels(te
 
     from triage.metrics import thinning
     from triage.metrics.facts import extract_metric_facts
-    from triage.metrics.inputs import read_files
-    with tempfile.TemporaryDirectory() as folder:
-        paths = []
-        for i, text in enumerate(texts):
-            path = Path(folder) / f"m{i}.prom"
-            path.write_text(text)
-            paths.append(str(path))
-        with mock.patch.object(thinning, "LEVELS_HELD", 1):
-            merged = read_files(paths, 15.0, Redactor(prompts=prompts))
-        whole = read_files(paths, 15.0, None)
+    with mock.patch.object(thinning, "LEVELS_HELD", 1):
+        merged, whole = _read_thinned_and_whole(texts, prompts)
     assert len({s.scrape for s in merged.samples}) <= len(texts)
     for engine in {s.labels["engine"] for s in whole.samples if "engine" in s.labels}:
         facts = [extract_metric_facts([s for s in read.samples if s.labels.get("engine") == engine],
