@@ -6,13 +6,13 @@ drift between vLLM versions without touching a rule. docs/facts.md is generated 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
+from .records import record
 from .vocabulary import PHASES
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class FactSpec:
     name: str
     type: type

@@ -5,11 +5,13 @@ Everything here is a frozen dataclass so stages stay pure: they take these in an
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping
 
+from .records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record(slots=True)
 class SourceRef:
     """Where a piece of evidence came from: input name, 1-based line, the (cleaned, redacted) text."""
 
@@ -22,7 +24,7 @@ class SourceRef:
         return self.path if self.line == 0 else f"{self.path}:{self.line}"   # 0: a Prometheus series
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class LogEvent:
     """One recognised log record: a signature matched it and pulled out typed fields."""
 
@@ -37,7 +39,7 @@ class LogEvent:
     wall_time: str | None = None  # the collector's time when a wrapper gave one (ISO: it has the year)
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Fact:
     """A named observation with the lines that support it. Absent facts are simply not there."""
 
@@ -48,7 +50,7 @@ class Fact:
     note: str | None = None      # how it was derived, when not read verbatim
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Finding:
     """A decision-tree node that fired, with its explanation filled from facts."""
 
@@ -65,7 +67,7 @@ class Finding:
     settle: str = ""             # the line that would settle it, when the input lacks the decisive one
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Suppression:
     """A rule the team accepts (.vtriage.toml or --ignore): when it fires it is listed, never decides."""
 
@@ -75,7 +77,7 @@ class Suppression:
     expires: str | None = None   # ISO date after which it no longer applies
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class SuppressedFinding:
     """A rule that fired but is suppressed: shown as SUPPRESSED, and the tree moved on past it."""
 
@@ -83,7 +85,7 @@ class SuppressedFinding:
     suppression: Suppression
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class RuledOut:
     """A verdict class that was not chosen, and the fact that rules it out (or, not assessed, what is missing)."""
 
@@ -101,7 +103,7 @@ FIX_STATUSES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Fix:
     """One documented remedy. `flag`/`value` are set when it is a vLLM flag with a computed number."""
 
@@ -118,7 +120,7 @@ class Fix:
     needs: tuple[str, ...] = ()  # unchecked: the inputs (vtriage options) that would let the model check it
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class LaunchCommand:
     """The incident's own launch command, rebuilt from what the log shows, with the headline fix applied."""
 
@@ -134,7 +136,7 @@ class LaunchCommand:
     release_basis: str = ""            # how vllm_version was chosen, in words (the log's, the nearest, assumed)
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class CoverageGroup:
     """Unrecognised WARNING/ERROR lines that share a shape, so nothing silent hides."""
 
@@ -144,7 +146,7 @@ class CoverageGroup:
     example: SourceRef
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class InputSummary:
     """How much of one input was read and understood."""
 
@@ -158,7 +160,7 @@ class InputSummary:
     declared_at: SourceRef | None = None     # the first such declaration
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Diagnosis:
     """The verdict for one startup attempt (or for the metrics alone)."""
 
@@ -174,7 +176,7 @@ class Diagnosis:
     not_assessed: tuple[RuledOut, ...] = ()  # classes nothing in the input speaks for or against
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class AttemptSummary:
     """One startup attempt found in the log, with its own verdict."""
 
@@ -185,7 +187,7 @@ class AttemptSummary:
     failed_phase: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class TimelinePoint:
     """One stats interval (a log stats line or a metrics scrape), for the report's charts."""
 
@@ -197,7 +199,7 @@ class TimelinePoint:
     source: SourceRef
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class RankMemory:
     """What one process (TP/PP rank) reported about its GPU memory."""
 
@@ -208,7 +210,7 @@ class RankMemory:
     failed: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class MetricsOrigin:
     """Where the metrics came from, for the report's header: files, a live URL or a Prometheus range."""
 
@@ -221,7 +223,7 @@ class MetricsOrigin:
     step_seconds: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class InstanceView:
     """One server (or one engine of it) in the fleet view: its verdict and the figures that matter."""
 
@@ -237,7 +239,7 @@ class InstanceView:
     evidence: tuple[SourceRef, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class FleetView:
     """Several servers or engines diagnosed one by one; the report's diagnosis is the worst one's."""
 
@@ -249,7 +251,7 @@ class FleetView:
     log_joined: bool                   # whether the log(s) were joined with the metrics
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class TimeWindow:
     """The --since/--until window a report covers, and how the log's times were read."""
 
@@ -263,7 +265,7 @@ class TimeWindow:
     samples_total: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class WeightsEstimate:
     """The weights a model needs over all its GPUs, as the weight fixes estimate them (capacity.weights_needed)."""
 
@@ -272,7 +274,7 @@ class WeightsEstimate:
     lower_bound: bool           # at least this much
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Report:
     """Everything a renderer needs, and nothing it would have to compute."""
 

@@ -7,16 +7,17 @@ formula, and vLLM's estimate of the longest length that fits. docs/capacity.md s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Mapping
 
 from ..model import Fact
+from ..records import record
 from .hfconfig import ModelSpec
 from .model import CONFIG, ERAS, GIB, Geometry, calibrate, kv_value_bytes
 from .predict import blocks_for
 
 
-@dataclass(frozen=True)
+@record
 class Check:
     figure: str
     logged: float
@@ -34,7 +35,7 @@ class Check:
         return abs(self.predicted - self.logged) / abs(self.logged)
 
 
-@dataclass(frozen=True)
+@record
 class CalibrationRow:
     name: str
     era: str

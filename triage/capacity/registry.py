@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NamedTuple
 
 from ..model import Fact, Fix
+from ..records import record
 from .catalog import parameter_count
 from .hfconfig import ModelSpec
 from .model import DERIVED, Figure, Geometry, Settings, _quantization, calibrate, dtype_bytes, weight_bytes
@@ -34,7 +34,7 @@ TARGET_KV_USAGE = 0.9             # what --max-num-seqs aims the KV cache at und
 Facts = Mapping[str, Fact]
 
 
-@dataclass(frozen=True)
+@record
 class Given:
     """What the user told vtriage that the log lacks: the model's config.json (`--model-config`), the GPUs the
     node has (`--gpus`) and one GPU's memory (`--gpu NAME` or `--gpu-memory-gib`; it becomes the gpu_total_gib

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import string
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -16,6 +15,7 @@ from .. import tomlread
 from ..bundled import bundled_dir
 from ..errors import RuleError
 from ..facts import FACTS
+from ..records import record
 from ..vocabulary import CONFIDENCES, FACT_VALUES, FIX_NAMES, SEVERITIES, VERDICTS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")
@@ -27,7 +27,7 @@ _CLASS_KEYS = {"verdict", "title", "heading", "ruled_out", "runbook", "severity"
 _RULED_OUT_KEYS = {"when", "reason"}
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Condition:
     """A predicate on one fact, or all/any/not of others. `key` is where it sits in its file."""
 
@@ -47,7 +47,7 @@ class Condition:
         return tuple(dict.fromkeys(names))
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Example:
     expect: str                                   # "fires" | "quiet"
     fixture: str | None                           # a log under fixtures/logs/
@@ -55,7 +55,7 @@ class Example:
     metrics: tuple[str, ...] = ()                 # /metrics snapshots under fixtures/metrics/, oldest first
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Node:
     id: str
     parent: str | None
@@ -74,13 +74,13 @@ class Node:
     path: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class RuledOutCheck:
     when: Condition
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class VerdictClass:
     verdict: str
     title: str
@@ -90,7 +90,7 @@ class VerdictClass:
     heading: str = ""                             # the short title a report leads with ("Weights don't fit")
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class RuleSet:
     nodes: Mapping[str, Node]
     roots: tuple[Node, ...]

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import tomlread
 from ..errors import ConfigError
 from ..model import Suppression
+from ..records import record
 from ..vocabulary import CONFIG_NAME
 
 if TYPE_CHECKING:     # annotations only: importing the rules costs `vtriage --version` its start-up
@@ -31,7 +31,7 @@ _TOP_KEYS = {"ignore", "runbook_url"}
 _IGNORE_KEYS = {"rule", "reason", "expires"}
 
 
-@dataclass(frozen=True)
+@record
 class Config:
     path: str | None
     suppressions: tuple[Suppression, ...] = ()

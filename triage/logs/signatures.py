@@ -24,6 +24,7 @@ except ImportError:         # no wheel for this platform: the regex trie below f
 from .. import tomlread
 from ..bundled import bundled_dir
 from ..errors import RuleError
+from ..records import record
 from ..sources.scan import BulkPattern, QuietLines, bulk_pattern, quiet_lines_possible
 from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES, STATS_PEAKS
 from .envelope import QUIET_HEAD, QUIET_STOPS, STATS_PREFIX
@@ -94,7 +95,7 @@ _SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "
                    "samples", "also", "catch_all", "generic", "bulk", "versions", "note"}
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Signature:
     id: str
     kind: str
@@ -345,7 +346,7 @@ def _line_shapes(sigs: SignatureSet) -> dict[str, tuple[_Shape, ...]]:
 _SUMMED = frozenset({*STATS_PEAKS, "preemptions"})
 
 
-@dataclass(frozen=True)
+@record
 class StatsLineShape:
     """A stats shape as a whole line: vLLM's INFO prefix (envelope.STATS_PREFIX), then the message."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -16,6 +16,7 @@ import requests
 
 from .. import __version__
 from ..errors import InputError
+from ..records import record
 from ..redact import Redactor
 from ..vocabulary import MAX_METRICS_BYTES
 
@@ -27,7 +28,7 @@ MAX_REDIRECTS = 5
 _CHUNK = 64 << 10
 
 
-@dataclass(frozen=True)
+@record
 class HttpOptions:
     """How to reach an endpoint. Header values are secrets: they never appear in a message."""
 

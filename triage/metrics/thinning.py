@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Sequence
 
+from ..records import record
 from ..redact import Redactor
 from .facts import DCGM_USED, KV_USAGE, PREEMPTIONS, RUNNING
 from .parse import MetricSample, stamped
@@ -53,7 +54,7 @@ def thinnable_name(name: str) -> bool:
     return name.endswith(CUMULATIVE_SUFFIXES) and name not in KEPT_WHOLE
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@record(slots=True)
 class _Tail:
     """A series' latest point, the snapshot it is held in, and whether it is dropped if the next point goes on its
     stretch (does not fall; of a `_created` series, has the same value)."""

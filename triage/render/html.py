@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -16,6 +15,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from ..model import Fact, Report, SourceRef
+from ..records import record
 from . import charts, decision
 from .common import (
     attempts_sentence,
@@ -49,7 +49,7 @@ LINE_PREVIEW = 320           # characters of a long line shown before it is fold
 LINE_MAX = 2000              # characters of a line the page holds at all
 
 
-@dataclass(frozen=True)
+@record
 class LogLine:
     """One evidence line cut for display: the preview around the match, and the whole line if longer."""
 

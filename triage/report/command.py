@@ -19,12 +19,12 @@ import dataclasses
 import json
 import re
 import shlex
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..bundled import bundled_dir
 from ..model import Fix, LaunchCommand, LogEvent, SourceRef
+from ..records import record
 
 SERVE, API_SERVER, OFFLINE = "vllm serve", "python -m vllm.entrypoints.openai.api_server", "LLM(...)"
 SECRET_DESTS = frozenset({"api_key", "hf_token"})        # and any value printed masked ('***')
@@ -35,7 +35,7 @@ _INTERNAL = frozenset({"model_tag", "subparser", "dispatch_function", "func", "m
 
 # --- the argument lists of vLLM's releases ------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class ArgumentList:
     """One release's server arguments: flag -> {dest, value, negatable, many, default, aliases}."""
 
@@ -130,7 +130,7 @@ def known_releases() -> list[str]:
 
 # --- reading the launch from the log --------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class Setting:
     dest: str
     value: Any
@@ -138,7 +138,7 @@ class Setting:
     source: SourceRef
 
 
-@dataclass(frozen=True)
+@record
 class Launch:
     """What the log shows of how vLLM was started."""
 

@@ -9,10 +9,10 @@ V0 has no engine, dcgm-exporter has neither) belongs to every unit of its instan
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..model import Diagnosis, InstanceView, SourceRef
+from ..records import record
 from ..vocabulary import PROBLEM_SEVERITY, SEVERITIES, VERDICTS
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ SATURATED_NOTABLE_SHARE = 0.5
 SLOW_FACTOR = 3.0
 
 
-@dataclass(frozen=True)
+@record
 class Unit:
     """The samples of one engine of one model on one instance."""
 

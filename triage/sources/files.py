@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator, Sequence, cast
 
 from ..errors import InputError
+from ..records import record
 from ..vocabulary import MAX_METRICS_BYTES
 from .scan import BulkPattern, QuietLines, Split
 
@@ -43,7 +44,7 @@ _MAGIC = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class LogInput:
     """One log given on the command line, opened (`open_log`); reading it (`LineReader`) writes nothing here."""
 
@@ -262,7 +263,7 @@ DECIDE_AFTER_LINES = 4_000        # lines read before judging whether the worker
 QUIET_WORTH = 0.1                 # ... and whether looking for quiet lines pays (a stats log has none)
 
 
-@dataclass(frozen=True)
+@record
 class LinesRead:
     """What reading one input found besides its lines."""
 
