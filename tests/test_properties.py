@@ -681,6 +681,46 @@ def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
     assert quiet._verdicts(raw) == list(map(alone, raw))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(quiet_or_not(), st.sampled_from(QUIET_LIKE).map(lambda line: line + ' "GET / HTTP/1.1" 200'),
+                          st.sampled_from(QUIET_LIKE).map(lambda line: line + " x" * 2100),
+                          st.tuples(st.sampled_from(QUIET_LIKE), st.integers(0, 80), st.sampled_from(["]", "] ", "]x"]))
+                          .map(lambda t: t[0][:t[1]] + t[2] + t[0][t[1]:])), max_size=40),
+       st.randoms(use_true_random=False))
+def test_the_compiled_quiet_mask_gives_what_the_python_one_gives(lines, rnd):
+    """`_bulkscan.quiet_mask` (the quiet lines of a block, in C) answers as `_mask_in_python` does, line for line:
+    on blocks of quiet lines and near misses, lines that differ only in their digits, empty and bulk lines around
+    them, a stop holding digits (every line then asked alone), lines past QUIET_MAX_BYTES and a `]` anywhere."""
+    from triage.sources import scan
+    quiet = KIT.signatures.quiet
+    if scan._bulkscan is None or quiet is None:
+        pytest.skip("the compiled split or the Aho-Corasick wheel is not here")
+    raw = []
+    for line in lines:           # each line as drawn, then with its digits replaced at random: the same form
+        drawn = line.encode("utf-8", "replace").replace(b"\n", b" ")
+        raw += [drawn, bytes(rnd.choice(b"0123456789") if byte in b"0123456789" else byte for byte in drawn)]
+    block = b"\n".join(raw) + b"\n"
+    indexes, rest, _, _, non_empty = scan._bulkscan.split_bulk(
+        block, tuple(p.terms for p in KIT.signatures.bulk_patterns), scan.HEAD_WINDOW, 0)
+    assert quiet.mask(non_empty, indexes, rest) == bytes(quiet._mask_in_python(non_empty, indexes, rest))
+
+
+def test_a_stop_holding_digits_has_the_compiled_mask_ask_each_line_alone():
+    """Two lines that differ only in their digits share a digit form, but only one holds the stop `CUDA graphs can
+    take additional 1~3 GiB memory per GPU`: the compiled mask then asks every line alone, and the other is quiet."""
+    from triage.sources import scan
+    quiet = KIT.signatures.quiet
+    if scan._bulkscan is None or quiet is None:
+        pytest.skip("the compiled split or the Aho-Corasick wheel is not here")
+    line = QUIET_LIKE[0].encode()
+    lines = [line, line + b" CUDA graphs can take additional 1~3 GiB memory per GPU", line,
+             line + b" CUDA graphs can take additional 2~4 GiB memory per GPU", line]
+    indexes, rest, _, _, non_empty = scan._bulkscan.split_bulk(
+        b"\n".join(lines) + b"\n", tuple(p.terms for p in KIT.signatures.bulk_patterns), scan.HEAD_WINDOW, 0)
+    assert quiet.mask(non_empty, indexes, rest) == b"\0\0\1\1\0"      # the block's first and last lines: no neighbour
+    assert quiet.mask(non_empty, indexes, rest) == bytes(quiet._mask_in_python(non_empty, indexes, rest))
+
+
 def test_the_stops_are_searched_in_each_message_alone_though_joined():
     """The messages of a block are searched for the stops joined by newlines: a match is its own message's, and a
     stop holding a newline (a hand-edited anchor) matches none, as it matches no line asked alone."""
