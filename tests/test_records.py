@@ -64,3 +64,12 @@ def test_the_models_events_compare_hash_and_pickle_by_their_fields():
     assert dataclasses.replace(event, seq=4) != event and dataclasses.replace(event, seq=4).seq == 4
     with pytest.raises(dataclasses.FrozenInstanceError):
         event.seq = 5           # type: ignore[misc]
+
+
+def test_an_undocumented_record_is_documented_by_its_fields():
+    @record
+    class Point:
+        x: int
+        y: int = 0
+
+    assert Point.__doc__ == "Point(x, y)" and Point(1) == Point(1, 0)

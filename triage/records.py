@@ -34,8 +34,13 @@ def record(cls: Any = None, /, *, slots: bool = False) -> Any:
 
 
 def _build(cls: type, slots: bool) -> type:
+    undocumented = not cls.__doc__
+    if undocumented:    # dataclasses would write one from inspect.signature, whose tokenizer costs 12 ms to load
+        cls.__doc__ = "-"
     built: Any = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots)
     fields = dataclasses.fields(built)
+    if undocumented:
+        built.__doc__ = f"{built.__name__}({', '.join(f.name for f in fields)})"
     built.__init__ = _init(built, fields)
     built._record_compared = staticmethod(_getter(f.name for f in fields if f.compare))
     built._record_hashed = staticmethod(_getter(f.name for f in fields if (f.compare if f.hash is None else f.hash)))
