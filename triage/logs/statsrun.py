@@ -171,6 +171,7 @@ class _Folder:
         self.clean: dict[tuple[str, str], bool] = {}
         self.processes: dict[tuple[str, str], str | None] = {}   # by name and pid: their process label
         self.templates: dict[bytes, _Template | None] = {}     # by digit form
+        self.forms_met: dict[bytes, bytes] = {}                 # each digit form, as the object first met
         self.only_anchor: dict[bytes, bool] = {}                # by digit form: no anchor but the stats one
         self.may_hold_digit_anchor: dict[bytes, bool] = {}      # by digit form: an anchor with digits may occur
         # An anchor with digits occurs in a line only where its own digit form occurs in the line's.
@@ -194,9 +195,9 @@ class _Folder:
         rows: list[_Row | None]
         if all(found):                  # the usual batch of a stats log: every line is a stats line
             rows = _rows(texts, templates)
-        else:
-            rows = _scattered(found, list(map(operator.call, map(_ROW, itertools.compress(templates, found)),
-                                              itertools.compress(texts, found))))
+        else:                           # a warning among them: the stats lines' rows, shared where alike
+            rows = _scattered(found, _rows(list(itertools.compress(texts, found)),
+                                           list(itertools.compress(templates, found))))
         foldable = self._foldable(numbers, texts, found, holes, rows, templates, forms, decided, restarts)
         out: list[_Item | StatsRun] = []
         at = 0
@@ -236,6 +237,8 @@ class _Folder:
             self.only_anchor.clear()
             self.may_hold_digit_anchor.clear()
             self.restart_forms.clear()
+            self.forms_met.clear()
+        forms = self._as_met(forms)
         answer_new_keys(self.templates, forms, held, self._template_of)
         found = list(map(self.templates.__getitem__, forms))
         # The lines of the forms that cannot hold an anchor with digits need no search.
@@ -243,6 +246,14 @@ class _Folder:
         maybe = itertools.compress(held, map(self.may_hold_digit_anchor.__getitem__, forms))
         digit_free = not any(anchor in line for line in maybe for anchor in self.signatures.digit_anchors)
         return _scattered(holding, found), _scattered(holding, forms) if digit_free else None
+
+    def _as_met(self, forms: list[bytes]) -> list[bytes]:
+        """The forms as the objects they were first met as: the lookups by form that follow (four a line) then
+        find their keys by identity, where an equal object made for another batch was compared byte by byte."""
+        met = self.forms_met
+        firsts = dict.fromkeys(forms)       # digit_forms gives the lines of a form one object
+        swap = {form: met.setdefault(form, form) for form in firsts}
+        return list(map(swap.__getitem__, forms))
 
     def _restart_lines(self, texts: list[str], holes: list[int], found: list[bool],
                        forms: list[bytes | None] | None) -> list[int]:
@@ -532,7 +543,7 @@ def _packed(m: Any, groups: Sequence[str]) -> bytes:
 def _rows(texts: list[str], templates: list[Any]) -> list[Any]:
     """Each stats line's name, pid and file (every line has a template). Where every line has the first line's
     (compared in C), the lines share its row, so that the steps that ask whether a batch is of one process see it
-    by identity."""
+    by identity (a row apiece made `list.count` compare three strings a line)."""
     if _statsfold is not None and _statsfold.alike(texts, list(map(_KEY_CUTS, templates))):
         return [templates[0].row(texts[0])] * len(texts)
     return list(map(operator.call, map(_ROW, templates), texts))
@@ -582,16 +593,15 @@ def _without(values: list[Any], holes: list[int]) -> list[Any]:
 
 
 def _holes(chosen: list[bool]) -> list[int]:
-    """The places of the lines not chosen, each found by one search in C."""
+    """The places of the lines not chosen, each found by one search in C: as bytes, by memchr (`list.index`
+    compared True with False through a call a line)."""
+    flags = bytes(chosen)
     holes: list[int] = []
-    at = 0
-    try:
-        while True:
-            at = chosen.index(False, at)
-            holes.append(at)
-            at += 1
-    except ValueError:
-        return holes
+    at = flags.find(0)
+    while at != -1:
+        holes.append(at)
+        at = flags.find(0, at + 1)
+    return holes
 
 
 def _put(target: Any, indexes: Iterable[int], values: Iterable[Any]) -> None:
