@@ -1,6 +1,16 @@
 """Errors the user can act on. Each renders as one line: where, what, and a hint."""
 from __future__ import annotations
 
+from typing import Iterable
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """The hint 'did you mean ...?' when one of `known` is close to `name`, else "". difflib is imported here, when
+    an error is made: a run without one never loads it."""
+    import difflib
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean {close[0]!r}?" if close else ""
+
 
 class TriageError(Exception):
     """Base class: `str()` is the one-line message shown to the user."""

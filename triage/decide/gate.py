@@ -7,10 +7,9 @@ no vLLM output (a failed `kubectl logs`, the wrong container), keeps exit 3 unle
 """
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from ..errors import InputError
+from ..errors import InputError, did_you_mean
 from ..model import Report
 from ..vocabulary import SEVERITIES, VERDICTS
 
@@ -32,8 +31,7 @@ def verdicts_failing(values: Iterable[str], classes: Mapping[str, VerdictClass])
             floor = SEVERITIES.index(name)
             chosen.update(v for v, cls in classes.items() if SEVERITIES.index(cls.severity) >= floor)
         else:
-            close = difflib.get_close_matches(name, [*VERDICTS, *SEVERITIES], n=1)
-            hint = f"did you mean {close[0]!r}?" if close else \
+            hint = did_you_mean(name, [*VERDICTS, *SEVERITIES]) or \
                 f"a verdict ({', '.join(VERDICTS)}) or a severity ({', '.join(SEVERITIES)})"
             raise InputError("--fail-on", f"unknown verdict or severity {name!r}", hint)
     return frozenset(chosen)

@@ -6,14 +6,13 @@ malformed stops the tool with the file, the key and a hint.
 """
 from __future__ import annotations
 
-import difflib
 import string
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .. import tomlread
 from ..bundled import bundled_dir
-from ..errors import RuleError
+from ..errors import RuleError, did_you_mean
 from ..facts import FACTS
 from ..records import record
 from ..vocabulary import CONFIDENCES, FACT_VALUES, FIX_NAMES, SEVERITIES, VERDICTS
@@ -114,10 +113,7 @@ _LISTINGS = {"facts": "`vtriage rules --facts` lists the facts", "fixes": "`vtri
 def _hint(name: str, known: Iterable[str], what: str) -> str:
     """'did you mean ...?' when something is close, else where to look."""
     known = list(known)
-    close = difflib.get_close_matches(name, known, n=1)
-    if close:
-        return f"did you mean {close[0]!r}?"
-    return _LISTINGS.get(what) or f"one of {', '.join(sorted(known))}"
+    return did_you_mean(name, known) or _LISTINGS.get(what) or f"one of {', '.join(sorted(known))}"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

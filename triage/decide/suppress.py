@@ -14,12 +14,11 @@ evaluated and listed as SUPPRESSED; it just never decides the verdict (see triag
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import tomlread
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from ..model import Suppression
 from ..records import record
 from ..vocabulary import CONFIG_NAME
@@ -53,8 +52,7 @@ def find_config(start: Path, home: Path) -> Path | None:
 
 
 def _hint(name: str, known: Iterable[str], fallback: str) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f"did you mean {close[0]!r}?" if close else fallback
+    return did_you_mean(name, known) or fallback
 
 
 def _line_of(text: str, rule: str, occurrence: int) -> int | None:

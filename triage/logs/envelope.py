@@ -7,7 +7,6 @@ more `Record`s: the message text signatures match against, plus the process, lev
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -106,6 +105,7 @@ def strip_ansi(text: str) -> str:
 
 def _unwrap_json(text: str) -> tuple[str, str | None, str | None, str | None, bool] | None:
     """A JSON-lines envelope: (content, time, level, process, partial) or None when not JSON."""
+    import json  # here: a log without such a line (most) does not load it
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError):     # not JSON, or nested deeper than any envelope is

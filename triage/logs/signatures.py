@@ -6,7 +6,6 @@ A signature may also say which startup phase its line belongs to, or that it sta
 """
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 import re
@@ -23,7 +22,7 @@ except ImportError:         # no wheel for this platform: the regex trie below f
 
 from .. import tomlread
 from ..bundled import bundled_dir
-from ..errors import RuleError
+from ..errors import RuleError, did_you_mean
 from ..records import record
 from ..sources.scan import BulkPattern, QuietLines, bulk_pattern, quiet_lines_possible
 from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES, STATS_PEAKS
@@ -629,13 +628,8 @@ def load_signatures(directory: Path | None = None, compile_now: bool | None = No
         for other in sig.also:
             if other not in seen:
                 raise RuleError(sig.origin, f"signature {sig.id}.also", f"unknown signature {other!r}",
-                                _did_you_mean(other, seen))
+                                did_you_mean(other, seen))
     return SignatureSet(sigs)
-
-
-def _did_you_mean(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f"did you mean {close[0]!r}?" if close else ""
 
 
 def _load_file(path: Path, compile_now: bool) -> list[Signature]:
@@ -684,7 +678,7 @@ def _parse_signature(path: Path, index: int, entry: Any, compile_now: bool) -> S
     key = f"signature {ident}" if isinstance(ident, str) else f"signature[{index}]"
     for name in entry:
         if name not in _SIGNATURE_KEYS:
-            raise RuleError(where, f"{key}.{name}", "unknown key", _did_you_mean(name, _SIGNATURE_KEYS)
+            raise RuleError(where, f"{key}.{name}", "unknown key", did_you_mean(name, _SIGNATURE_KEYS)
                             or f"known keys: {', '.join(sorted(_SIGNATURE_KEYS))}")
     for required in ("id", "kind", "anchor", "regex", "samples"):
         if required not in entry:
@@ -703,12 +697,12 @@ def _parse_signature(path: Path, index: int, entry: Any, compile_now: bool) -> S
         _compiled(where, entry["id"], entry["regex"], tuple(fields))
     if entry["kind"] not in EVENT_KINDS:
         raise RuleError(where, f"{key}.kind", f"unknown event kind {entry['kind']!r}",
-                        _did_you_mean(entry["kind"], EVENT_KINDS)
+                        did_you_mean(entry["kind"], EVENT_KINDS)
                         or "the kinds the code reads are EVENT_KINDS in triage/vocabulary.py")
     failure = entry.get("failure")
     if failure is not None and (not isinstance(failure, str) or failure not in FAILURE_KINDS):
         raise RuleError(where, f"{key}.failure", f"unknown failure kind {failure!r}",
-                        _did_you_mean(str(failure), FAILURE_KINDS) or f"one of {', '.join(sorted(FAILURE_KINDS))}")
+                        did_you_mean(str(failure), FAILURE_KINDS) or f"one of {', '.join(sorted(FAILURE_KINDS))}")
     sets = entry.get("sets", {})
     if not isinstance(sets, dict):
         raise RuleError(where, f"{key}.sets", "must be a table of name = constant value")

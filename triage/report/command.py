@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import json
 import re
 import shlex
 from functools import lru_cache
@@ -64,6 +63,7 @@ class ArgumentList:
 @lru_cache(maxsize=1)
 def _releases() -> dict[str, Any]:
     """triage/report/vllm_args.json unpacked: release -> {program, arguments} (the file keeps runs of releases)."""
+    import json  # here: a report that rebuilds no command line does not load it
     data = json.loads((bundled_dir("triage.report") / "vllm_args.json").read_text(encoding="utf-8"))
     releases: dict[str, Any] = {r: {"program": p, "arguments": {}} for r, p in zip(data["releases"], data["programs"])}
     for flag, runs in data["arguments"].items():
@@ -354,6 +354,7 @@ def _environment(events: Sequence[LogEvent], settings: Mapping[str, Setting], co
 
 def _shell(value: Any) -> str:
     if isinstance(value, (dict, list)) and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        import json
         return shlex.quote(json.dumps(value, separators=(", ", ": ")))
     return shlex.quote(str(value))
 

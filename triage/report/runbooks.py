@@ -5,11 +5,9 @@ installed `vtriage explain VERDICT` prints the same text the repository shows: t
 """
 from __future__ import annotations
 
-import difflib
-
 from ..bundled import bundled_dir
 from ..decide.ruleset import RuleSet
-from ..errors import InputError
+from ..errors import InputError, did_you_mean
 from ..vocabulary import VERDICTS
 
 SECTIONS = ("Meaning", "Impact", "Diagnosis", "Mitigation")
@@ -30,8 +28,7 @@ def resolve_topic(topic: str, rules: RuleSet) -> str:
     if node is not None:
         raise InputError(topic, "is a decision-tree branch, not a verdict",
                          "give a verdict or a rule that ends in one (vtriage rules shows the tree)")
-    close = difflib.get_close_matches(topic, [*VERDICTS, *rules.nodes], n=1)
-    hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(VERDICTS)}"
+    hint = did_you_mean(topic, [*VERDICTS, *rules.nodes]) or f"one of {', '.join(VERDICTS)}"
     raise InputError(topic, "no such verdict or rule", hint)
 
 

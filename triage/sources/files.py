@@ -9,17 +9,14 @@ a file. Decompression is done here in small steps, so a cut archive keeps every 
 from __future__ import annotations
 
 import bisect
-import bz2
 import codecs
 import collections
 import io
 import itertools
-import lzma
 import operator
 import os
 import stat
 import sys
-import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator, Sequence, cast
 
@@ -133,11 +130,17 @@ def _open_binary(inp: LogInput) -> tuple[BinaryIO, str | None]:
     return stream, inp.compression or _compression_of(head)
 
 
-_DECODERS: dict[str, tuple[Callable[[], Any], bytes]] = {
-    "gzip": (lambda: zlib.decompressobj(16 + zlib.MAX_WBITS), b"\x1f\x8b"),
-    "bzip2": (bz2.BZ2Decompressor, b"BZh"),
-    "xz": (lzma.LZMADecompressor, b"\xfd7zXZ\x00"),
-}
+def _decoder_of(kind: str) -> tuple[Callable[[], Any], tuple[type[Exception], ...]]:
+    """How to make a decoder of `kind`, and what it raises on bad data besides OSError and EOFError: imported when
+    a compressed input comes (a plain log loads none of the three)."""
+    if kind == "gzip":
+        import zlib
+        return (lambda: zlib.decompressobj(16 + zlib.MAX_WBITS)), (zlib.error,)
+    if kind == "bzip2":
+        import bz2
+        return bz2.BZ2Decompressor, ()
+    import lzma
+    return lzma.LZMADecompressor, (lzma.LZMAError,)
 
 
 def _decompressed(raw: BinaryIO, reading: _Reading) -> Iterator[bytes]:
@@ -149,7 +152,9 @@ def _decompressed(raw: BinaryIO, reading: _Reading) -> Iterator[bytes]:
     Input goes to the decoder FEED_BYTES at a time, so a corrupt block loses the output of that little.
     """
     kind = reading.compression or ""
-    make, magic = _DECODERS[kind]
+    make, errors = _decoder_of(kind)
+    bad_data: tuple[type[Exception], ...] = (*errors, OSError, EOFError)
+    magic = next(magic for magic, name in _MAGIC if name == kind)
     decoder: Any = make()
     taken = given = 0
     data = b""
@@ -184,7 +189,7 @@ def _decompressed(raw: BinaryIO, reading: _Reading) -> Iterator[bytes]:
                                       f"stopped after {given >> 20:,} MiB", cuts=True)
                         return
                     yield out
-            except (zlib.error, OSError, EOFError, lzma.LZMAError) as exc:
+            except bad_data as exc:
                 at = taken - len(data) - len(piece)
                 _damaged(reading, f"the {kind} stream ends early, corrupt near byte {at:,} ({exc})", cuts=True)
                 return
