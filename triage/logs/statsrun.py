@@ -51,7 +51,8 @@ except ImportError:     # not built here (no compiler): the figures are taken in
 # Lines per folded event. A run's event costs some 150k instructions end to end (made, numbered, merged): at 32
 # lines a 200k-line stats log spent a fifth of its instructions on them, at 64 a tenth. Past the cap the parser
 # merges neighbours pairwise anyway (a stats log of 600k lines ends with events of 256 lines either way), the
-# timeline keeps 400 points, the facts sums and peaks: the bench logs' facts are the same at 32, 64 and 128.
+# timeline keeps 400 points, the facts sums and peaks: the stats bench logs' facts are the same at 32, 64 and 128;
+# a median over merged intervals (running_at_saturation) moved by one on mid-size logs (docs/performance.md).
 FOLD_LINES = 64
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
 BATCH_LINES = 512               # lines tested together: spreads the per-batch steps, small enough for the cache
