@@ -73,3 +73,12 @@ def test_an_undocumented_record_is_documented_by_its_fields():
         y: int = 0
 
     assert Point.__doc__ == "Point(x, y)" and Point(1) == Point(1, 0)
+
+
+def test_fields_may_take_the_names_init_uses_for_itself():
+    @record
+    class Odd:
+        self: int
+        cls: str = "c"
+
+    assert Odd(self=1).self == 1 and Odd(2, "d") == Odd(2, "d") and Odd(2).cls == "c"

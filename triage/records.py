@@ -57,23 +57,25 @@ def _build(cls: type, slots: bool) -> type:
 
 
 def _init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
-    """The class's `__init__`, compiled as dataclasses compiles it: each field set past the frozen `__setattr__`."""
-    names: dict[str, Any] = {"_set": object.__setattr__, "_MISSING": dataclasses.MISSING}
+    """The class's `__init__`, compiled as dataclasses compiles it: each field set past the frozen `__setattr__`.
+    The names it uses besides the fields' are dunder names no field takes."""
+    names: dict[str, Any] = {"__record_set__": object.__setattr__, "__record_missing__": dataclasses.MISSING}
     params, body = [], []
     for i, f in enumerate(fields):
         if f.default is not dataclasses.MISSING:
-            names[f"_default{i}"] = f.default
-            params.append(f"{f.name}=_default{i}")
-            body.append(f" _set(self, {f.name!r}, {f.name})")
+            names[f"__record_default{i}__"] = f.default
+            params.append(f"{f.name}=__record_default{i}__")
+            body.append(f" __record_set__(__record_self__, {f.name!r}, {f.name})")
         elif f.default_factory is not dataclasses.MISSING:
-            names[f"_factory{i}"] = f.default_factory
-            params.append(f"{f.name}=_MISSING")
-            body.append(f" _set(self, {f.name!r}, _factory{i}() if {f.name} is _MISSING else {f.name})")
+            names[f"__record_factory{i}__"] = f.default_factory
+            params.append(f"{f.name}=__record_missing__")
+            body.append(f" __record_set__(__record_self__, {f.name!r}, "
+                        f"__record_factory{i}__() if {f.name} is __record_missing__ else {f.name})")
         else:
             params.append(f.name)
-            body.append(f" _set(self, {f.name!r}, {f.name})")
-    source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or " pass") + "\n"
-    exec(source, names)     # noqa: S102 - the source is made here from the field names alone
+            body.append(f" __record_set__(__record_self__, {f.name!r}, {f.name})")
+    source = f"def __init__({', '.join(['__record_self__', *params])}):\n" + ("\n".join(body) or " pass") + "\n"
+    exec(source, names)     # the source is made here from the field names alone
     init = names["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init
