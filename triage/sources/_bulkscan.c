@@ -468,8 +468,8 @@ PyDoc_STRVAR(quiet_mask_doc,
 "pattern claimed; `non_empty` one byte per line of the block), 1 where the line is quiet. Lines are asked once per\n"
 "digit form (each on its own where a form holds one of `digit_stops`); `prefix_end(line)` is where the quiet prefix\n"
 "ends or -1, asked once per form of a line's start up to its first ']' and two bytes more; a line longer than\n"
-"`max_bytes` is not quiet; `find_stops(joined)` gives (stop, start, end) for each stop in the messages after the prefix,\n"
-"joined by newlines.");
+"`max_bytes` is not quiet; `find_stops(joined)` gives (stop, start, end) for each stop in the messages after\n"
+"the prefix, joined by newlines.");
 
 static PyObject *quiet_mask(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *lines, *indexes, *prefix_end, *digit_stops, *find_stops;
@@ -539,7 +539,8 @@ static PyObject *quiet_mask(PyObject *Py_UNUSED(module), PyObject *args) {
         form_at[i] = form_of(i, arena, offset, len, form_hash(form, len), slot_of, slots, forms, &form_count);
         for (Py_ssize_t s = 0; form_count > known && !alone && s < stop_count; s++) {
             PyObject *stop = PyTuple_GET_ITEM(digit_stops, s);
-            alone = find_at((const char *)form, len, PyBytes_AS_STRING(stop), PyBytes_GET_SIZE(stop), stop_pick[s]) != NULL;
+            alone = find_at((const char *)form, len, PyBytes_AS_STRING(stop), PyBytes_GET_SIZE(stop),
+                            stop_pick[s]) != NULL;
         }
     }
     if (alone) {
@@ -682,8 +683,8 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_bulkscan",
-    "The bulk split, the digit forms and the quiet lines of triage.sources.scan, compiled (scan.py has them in Python).",
-    -1, methods,
+    "The bulk split, the digit forms and the quiet lines of triage.sources.scan, compiled (scan.py has them in "
+    "Python).", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__bulkscan(void) {
