@@ -1,7 +1,8 @@
 """The types passed between pipeline stages.
 
 sources -> parse (LogEvent) -> facts (Fact) -> rules (Finding, RuledOut) -> Report.
-Everything here is a frozen dataclass so stages stay pure: they take these in and give these out.
+Everything here is a frozen dataclass (`@record`, records.py) so stages stay pure: they take these in and give
+these out.
 """
 from __future__ import annotations
 
