@@ -653,11 +653,30 @@ def test_quiet_lines_set_aside_give_what_parsing_them_gives(compiled, text):
         path.unlink()
 
 
+QUIET_WITH_A_STOP = st.sampled_from(QUIET_LIKE).map(lambda line: line + ' "GET / HTTP/1.1" 200')   # a stop with digits
+QUIET_WITH_A_BRACKET = st.tuples(st.sampled_from(QUIET_LIKE), st.integers(0, 80), st.sampled_from(["]", "] ", "]x"])) \
+    .map(lambda t: t[0][:t[1]] + t[2] + t[0][t[1]:])
+
+
+def _with_digit_variants(lines: list[str], rnd) -> list[bytes]:
+    """Each line as drawn, then with its digits replaced at random: the same digit form."""
+    raw = []
+    for line in lines:
+        drawn = line.encode("utf-8", "replace").replace(b"\n", b" ")
+        raw += [drawn, bytes(rnd.choice(b"0123456789") if byte in b"0123456789" else byte for byte in drawn)]
+    return raw
+
+
+def _compiled_split(lines: list[bytes]) -> tuple[list[int], list[bytes], bytes]:
+    """The compiled bulk split of a block of `lines`: the places and bytes of the lines left, which are not empty."""
+    indexes, rest, _, _, non_empty = scan._bulkscan.split_bulk(
+        b"\n".join(lines) + b"\n", tuple(p.terms for p in KIT.signatures.bulk_patterns), scan.HEAD_WINDOW, 0)
+    return indexes, rest, non_empty
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(quiet_or_not(), st.sampled_from(QUIET_LIKE).map(lambda line: line + ' "GET / HTTP/1.1" 200'),
-                          st.sampled_from(QUIET_LIKE).map(lambda line: line + " [3 of 4]"),
-                          st.tuples(st.sampled_from(QUIET_LIKE), st.integers(0, 80), st.sampled_from(["]", "] ", "]x"]))
-                          .map(lambda t: t[0][:t[1]] + t[2] + t[0][t[1]:])), max_size=20),
+@given(st.lists(st.one_of(quiet_or_not(), QUIET_WITH_A_STOP, QUIET_WITH_A_BRACKET,
+                          st.sampled_from(QUIET_LIKE).map(lambda line: line + " [3 of 4]")), max_size=20),
        st.randoms(use_true_random=False))
 def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
     """The quiet-line search asks once per digit form, matches the prefix once per form of the line's start, and
@@ -667,10 +686,7 @@ def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
     from triage.sources import scan
     quiet = KIT.signatures.quiet
     assume(quiet is not None)
-    raw = []
-    for line in lines:           # each line as drawn, then with its digits replaced at random: the same form
-        drawn = line.encode("utf-8", "replace").replace(b"\n", b" ")
-        raw += [drawn, bytes(rnd.choice(b"0123456789") if byte in b"0123456789" else byte for byte in drawn)]
+    raw = _with_digit_variants(lines, rnd)
 
     def alone(line: bytes) -> tuple[bool, bool]:
         """(has the prefix, is quiet but for its neighbours), asked of the line alone."""
@@ -682,10 +698,8 @@ def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(quiet_or_not(), st.sampled_from(QUIET_LIKE).map(lambda line: line + ' "GET / HTTP/1.1" 200'),
-                          st.sampled_from(QUIET_LIKE).map(lambda line: line + " x" * 2100),
-                          st.tuples(st.sampled_from(QUIET_LIKE), st.integers(0, 80), st.sampled_from(["]", "] ", "]x"]))
-                          .map(lambda t: t[0][:t[1]] + t[2] + t[0][t[1]:])), max_size=40),
+@given(st.lists(st.one_of(quiet_or_not(), QUIET_WITH_A_STOP, QUIET_WITH_A_BRACKET,
+                          st.sampled_from(QUIET_LIKE).map(lambda line: line + " x" * 2100)), max_size=40),
        st.randoms(use_true_random=False))
 def test_the_compiled_quiet_mask_gives_what_the_python_one_gives(lines, rnd):
     """`_bulkscan.quiet_mask` (the quiet lines of a block, in C) answers as `_mask_in_python` does, line for line:
@@ -695,13 +709,7 @@ def test_the_compiled_quiet_mask_gives_what_the_python_one_gives(lines, rnd):
     quiet = KIT.signatures.quiet
     if scan._bulkscan is None or quiet is None:
         pytest.skip("the compiled split or the Aho-Corasick wheel is not here")
-    raw = []
-    for line in lines:           # each line as drawn, then with its digits replaced at random: the same form
-        drawn = line.encode("utf-8", "replace").replace(b"\n", b" ")
-        raw += [drawn, bytes(rnd.choice(b"0123456789") if byte in b"0123456789" else byte for byte in drawn)]
-    block = b"\n".join(raw) + b"\n"
-    indexes, rest, _, _, non_empty = scan._bulkscan.split_bulk(
-        block, tuple(p.terms for p in KIT.signatures.bulk_patterns), scan.HEAD_WINDOW, 0)
+    indexes, rest, non_empty = _compiled_split(_with_digit_variants(lines, rnd))
     assert quiet.mask(non_empty, indexes, rest) == bytes(quiet._mask_in_python(non_empty, indexes, rest))
 
 
@@ -715,8 +723,7 @@ def test_a_stop_holding_digits_has_the_compiled_mask_ask_each_line_alone():
     line = QUIET_LIKE[0].encode()
     lines = [line, line + b" CUDA graphs can take additional 1~3 GiB memory per GPU", line,
              line + b" CUDA graphs can take additional 2~4 GiB memory per GPU", line]
-    indexes, rest, _, _, non_empty = scan._bulkscan.split_bulk(
-        b"\n".join(lines) + b"\n", tuple(p.terms for p in KIT.signatures.bulk_patterns), scan.HEAD_WINDOW, 0)
+    indexes, rest, non_empty = _compiled_split(lines)
     assert quiet.mask(non_empty, indexes, rest) == b"\0\0\1\1\0"      # the block's first and last lines: no neighbour
     assert quiet.mask(non_empty, indexes, rest) == bytes(quiet._mask_in_python(non_empty, indexes, rest))
 
