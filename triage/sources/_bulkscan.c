@@ -280,6 +280,19 @@ PyDoc_STRVAR(digit_forms_doc,
 "None when a str is not ASCII (its form is then not its bytes). Lines of one form get the same bytes object.\n"
 "scan.digit_forms does the same in Python.");
 
+/* A byte of a digit form: every ASCII digit read as 0. */
+static inline unsigned char zeroed(unsigned char c) {
+    return (unsigned char)(c - '0') < 10 ? '0' : c;
+}
+
+/* Slots for a hash table of `count` entries, at most half full. */
+static Py_ssize_t table_size(Py_ssize_t count) {
+    Py_ssize_t slots = 16;
+    while (slots < 2 * count)
+        slots *= 2;
+    return slots;
+}
+
 /* A form met earlier in the call: its bytes object and a hash of its bytes. */
 typedef struct {
     uint64_t hash;
@@ -327,9 +340,7 @@ static PyObject *digit_forms(PyObject *Py_UNUSED(module), PyObject *lines) {
         PyErr_SetString(PyExc_TypeError, "digit_forms takes a list of bytes or str");
         return NULL;
     }
-    Py_ssize_t count = PyList_GET_SIZE(lines), slots = 16, room = 0;
-    while (slots < 2 * count)
-        slots *= 2;
+    Py_ssize_t count = PyList_GET_SIZE(lines), slots = table_size(count), room = 0;
     PyObject *forms = PyList_New(count), *result = NULL;
     Met *met = PyMem_Calloc((size_t)slots, sizeof(Met));
     unsigned char *scratch = NULL;
@@ -356,10 +367,8 @@ static PyObject *digit_forms(PyObject *Py_UNUSED(module), PyObject *lines) {
             scratch = more;
             room = len;
         }
-        for (Py_ssize_t k = 0; k < len; k++) {
-            unsigned char c = data[k];
-            scratch[k] = (unsigned char)(c - '0') < 10 ? '0' : c;
-        }
+        for (Py_ssize_t k = 0; k < len; k++)
+            scratch[k] = zeroed(data[k]);
         uint64_t hash = form_hash(scratch, len);
         Py_ssize_t slot = (Py_ssize_t)(hash & (uint64_t)(slots - 1));
         PyObject *form = NULL;
@@ -411,17 +420,6 @@ typedef struct {
     Py_ssize_t end;
     int used;
 } Start;
-
-static inline unsigned char zeroed(unsigned char c) {
-    return (unsigned char)(c - '0') < 10 ? '0' : c;
-}
-
-static Py_ssize_t table_size(Py_ssize_t count) {
-    Py_ssize_t slots = 16;
-    while (slots < 2 * count)
-        slots *= 2;
-    return slots;
-}
 
 /* Where the form of line i (`len` bytes at `form` in the arena of forms, hashed) first appeared among `forms`,
  * added when new. `slot_of` maps a hash table of `slots` slots to places in `forms` (+1; 0: empty). */
