@@ -106,18 +106,22 @@ def get(url: str, options: HttpOptions, what: str, params: Mapping[str, str] | N
     # The whole answer, headers and body, gets `allowed` seconds: socket timeouts alone let a server
     # that drips a byte now and then hold the read open for ever.
     worker = threading.Thread(target=fetch, name="vtriage-http", daemon=True)
+    timed_out = False
     try:
         with warnings.catch_warnings():   # --insecure was asked for: no InsecureRequestWarning on every call
             if options.verify is False:
                 warnings.simplefilter("ignore")
             worker.start()
             worker.join(allowed)
+            # Decided before the socket is shut: shutting it ends the read with an error of its own, which
+            # the reading thread may store before this thread looks again.
+            timed_out = worker.is_alive()
     finally:
         if worker.is_alive():
             _abandon(state.get("response"))
         if own:
             client.close()
-    if worker.is_alive():
+    if timed_out:
         if "response" not in state:
             raise InputError(shown, f"connected, but no answer within {allowed:g} s",
                              "the server may be overloaded; raise --read-timeout")
