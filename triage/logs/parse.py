@@ -27,7 +27,7 @@ from .statsrun import StatsRun, fold_runs
 MAX_EVIDENCE_CHARS = 600
 REDACT_WINDOW = MAX_EVIDENCE_CHARS + 16_384   # what an unrecognised line is redacted over (a secret is < 8 KiB)
 MAX_WRAP_JOIN = 64             # physical lines a wrapped record may span
-MIN_WRAP_CANDIDATE = 60        # shorter unmatched lines are not worth re-joining
+MIN_WRAP_CANDIDATE = 60        # shorter unmatched lines are not worth re-joining, unless they hold an anchor
 MAX_COVERAGE_GROUPS = 500
 STATS_CAP = 4_000              # stats events an attempt keeps before merging neighbours
 KIND_HEAD, KIND_TAIL = 1_000, 1_000   # other events an attempt keeps per kind: the first and the last
@@ -193,7 +193,10 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         # Two readings of a wrapped record: a terminal cuts a line anywhere (join as is), a ticket re-flows
         # it at a space it then drops (join with a space). Both are followed; the stronger one is kept.
         spaced, spaced_hits, spaced_text, reflowed = message, hits, rec.text, False
-        while joined < MAX_WRAP_JOIN and (hits or spaced_hits or len(message) >= MIN_WRAP_CANDIDATE):
+        # A short vLLM line holding an anchor but matching nothing may be the head of a line wrapped early.
+        anchored = (not hits and rec.vllm_prefix and len(message) < MIN_WRAP_CANDIDATE
+                    and bool(signatures.anchors_in(message)))
+        while joined < MAX_WRAP_JOIN and (hits or spaced_hits or len(message) >= MIN_WRAP_CANDIDATE or anchored):
             nxt = peek()
             if nxt is None or isinstance(nxt, StatsRun) or nxt.line != last_line + 1 or not nxt.continues_previous:
                 break
