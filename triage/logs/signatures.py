@@ -70,6 +70,20 @@ def _to_size_gib(text: str) -> float:
     return _checked(_checked(float(number.replace(",", "")), MAX_COUNT * 2**30) * _SIZE_UNITS[unit], MAX_GIB)
 
 
+_XLA_UNITS = {"B": 1 / 2**30, "K": 1 / 2**20, "M": 1 / 2**10, "G": 1.0, "T": 1024.0}
+
+
+def _to_xla_size_gib(text: str) -> float:
+    """'17.29G' -> 17.29, '1.7K', '0B': XLA writes sizes with a one-letter binary unit and no space."""
+    text = text.strip()
+    if text.endswith("B") and text[-2:-1] in _XLA_UNITS and text[-2:-1] != "B":
+        text = text[:-1]                            # '17.29GB'
+    unit = text[-1:]
+    if unit not in _XLA_UNITS:
+        return _checked(float(text) / 2**30, MAX_GIB)   # bare bytes
+    return _checked(float(text[:-1]) * _XLA_UNITS[unit], MAX_GIB)
+
+
 def _to_percent(text: str) -> float:
     return _checked(float(text.rstrip("%").replace(",", "")) / 100.0, MAX_RATIO)
 
@@ -89,6 +103,7 @@ def _to_text(text: str) -> str:
 FIELD_TYPES: Mapping[str, Callable[[str], Any]] = {
     "int": _to_int, "float": _to_float, "size_gib": _to_size_gib, "percent": _to_percent,
     "bool": _to_bool, "str": _to_str, "text": _to_text,      # text: kept as written (a whole args line)
+    "xla_size": _to_xla_size_gib,
 }
 _SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "phase_done", "failure", "weak",
                    "samples", "also", "catch_all", "generic", "bulk", "versions", "note"}
