@@ -57,9 +57,10 @@ def test_every_uncertain_verdict_says_what_would_settle_it(node):
 
 
 @pytest.mark.parametrize("excerpt,verdict,phase_fact,phase", [
-    # The last line a ticket kept is a cut traceback: the phase comes from the lines before it.
+    # The last line a ticket kept is a cut traceback: the phase comes from the lines before it, and the phase
+    # gives the likeliest class (the profiling run's batch not fitting next to the weights).
     ("INFO 05-24 22:18:27 model_runner.py:104] Loading model weights took 15.2 GB\nTraceback (most rec",
-     "inconclusive", "failed_phase", "memory_profiling"),
+     "kv_cache_too_small", "failed_phase", "memory_profiling"),
     ("(RayWorkerWrapper pid=7) ERROR 03-02 00:36:13 worker_base.py:581] Error executing method 'load_model'.",
      "weights_dont_fit", "failed_phase", "loading_weights"),
     # The figure alone decides, with no error line at all.

@@ -59,11 +59,11 @@ def test_a_suppressed_deciding_rule_hands_the_verdict_to_the_next_rule(repo):
 def test_when_every_rule_that_fired_is_suppressed_the_verdict_is_inconclusive_not_healthy(repo):
     (repo / ".vtriage.toml").write_text(ACCEPT_PREEMPTION)
     result = run_cli(PREEMPTING, "--ignore", "preemption-rate", "--ignore", "kv-saturated-queueing",
-                     "--ignore", "kv-saturated-queue-brief", cwd=repo)
+                     "--ignore", "kv-saturated-queue-brief", "--ignore", "queue-persists-preempting", cwd=repo)
     out = result.stdout.decode()
     assert result.returncode == 3 and out.startswith("INCONCLUSIVE")
     assert "Every rule that fired is suppressed" in out
-    assert out.count("SUPPRESSED  ") == 4 and "accepted: accepted on the command line  (--ignore)" in out
+    assert out.count("SUPPRESSED  ") == 5 and "accepted: accepted on the command line  (--ignore)" in out
     assert re.search(r"preemption_slowdown  suppressed: kv-saturated-queu\S+ fired but is accepted", out)
 
 

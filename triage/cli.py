@@ -427,10 +427,10 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         raise click.UsageError("--allow-empty says how --fail-on treats an empty input: it needs --fail-on")
     given = _given(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
-    from .decide.gate import unjudgeable_input, verdicts_failing
+    from .decide.gate import gate, unjudgeable_input
     from .decide.suppress import expiry_warnings
     from .redact import Redactor
-    failing = verdicts_failing(fail_on, kit.rules.classes) if fail_on else None
+    failing = gate(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
     snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
     metrics = _read_metrics(ctx, metric_options, Redactor(enabled=not no_redact, prompts=redact_prompts))
@@ -456,7 +456,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         click.echo(text, nl=False)
     verdict = report.diagnosis.verdict
     if failing is not None:
-        if verdict in failing:
+        if failing.fails(report):
             sys.exit(EXIT_PROBLEM)
         unjudgeable = None if allow_empty else unjudgeable_input(report)
         if unjudgeable:

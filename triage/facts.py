@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from .records import record
-from .vocabulary import PHASES
+from .vocabulary import KV_SATURATED, PHASES
+
+_FULL = f"{KV_SATURATED:.0%}"      # the saturation line, as the descriptions say it
 
 
 @record(slots=True)
@@ -41,7 +43,9 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("enforce_eager", bool, None, "CUDA graphs disabled."),
     _spec("enable_prefix_caching", bool, None, "Prefix caching enabled."),
     _spec("block_size", int, "tokens", "KV cache block size."),
-    _spec("platform", str, None, "Device vLLM runs on: cuda, rocm, xpu, tpu or cpu (host RAM is the device memory)."),
+    _spec("swap_space_gib", float, "GiB", "CPU memory per GPU for V0's swapped-out KV blocks (--swap-space)."),
+    _spec("platform", str, None,
+          "Device vLLM runs on: cuda, rocm, xpu, npu (Ascend), tpu or cpu (host RAM is the device memory)."),
     _spec("profile_batch_tokens", int, "tokens",
           "Tokens in the profiling run's one batch (max_num_batched_tokens; V0 without chunked prefill: "
           "max(max_model_len, 2048))."),
@@ -72,7 +76,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
           "utilization leaves)."),
     _spec("checkpoint_gib", float, "GiB", "Size of the model's checkpoint files (vLLM 0.30+ prints it while loading)."),
     # Memory at failure
-    _spec("free_gib", float, "GiB", "Free GPU memory at the failure (startup check or torch OOM)."),
+    _spec("free_gib", float, "GiB",
+          "Free GPU memory at the failure (torch's OOM text), else what vLLM measured free at startup."),
     _spec("requested_gib", float, "GiB", "Memory vLLM asked for at startup (utilization x total)."),
     _spec("tried_to_allocate_gib", float, "GiB", "The allocation that failed."),
     _spec("this_process_gib", float, "GiB", "Memory the failing process held (torch's OOM text)."),
@@ -88,6 +93,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("failed_phase", str, None, "Startup phase the failure happened in: " + ", ".join(PHASES) + "."),
     _spec("failed_function", str, None,
           "The vLLM function (traceback frame or worker method) the failure happened in."),
+    _spec("failed_in_scheduler", bool, None,
+          "The failure's innermost vLLM frame is in the scheduler or its KV block manager (no GPU allocation there)."),
     _spec("reached_phase", str, None, "Furthest startup phase the log shows."),
     _spec("failure_message", str, None, "The root failure's line."),
     _spec("failing_process", str, None, "The process (rank) whose error is the root failure."),
@@ -100,16 +107,21 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("stats_lines", int, "lines", "Periodic stats lines seen."),
     _spec("kv_cache_usage_max", float, "ratio", "Highest KV cache usage in stats lines or metrics."),
     _spec("kv_cache_usage_mean", float, "ratio", "Mean KV cache usage over stats lines or metrics."),
-    _spec("saturated_intervals", int, "intervals", "Stats intervals with KV usage >= 95 %."),
+    _spec("saturated_intervals", int, "intervals", f"Stats intervals with KV usage >= {_FULL}."),
     _spec("saturated_queue_intervals", int, "intervals",
-          "Stats intervals with KV usage >= 95 % and requests waiting or swapped."),
+          f"Stats intervals with KV usage >= {_FULL} and requests waiting or swapped."),
     _spec("saturated_queue_share", float, "ratio",
-          "Share of the stats intervals with KV usage >= 95 % and requests waiting or swapped."),
+          f"Share of the stats intervals with KV usage >= {_FULL} and requests waiting or swapped."),
     _spec("stalled_intervals", int, "intervals",
-          "Stats intervals at the end of the log with requests waiting, none running and the KV cache empty."),
+          "Intervals (stats lines or scrapes) an engine's input ends with in which requests were there but nothing "
+          "was processed: waiting with none running, or the same requests running without a token."),
+    _spec("queue_persisted_intervals", int, "intervals",
+          "Intervals (stats lines or scrapes) in a row, up to the last one, with requests waiting: a queue that "
+          "did not drain (0 when the last one had none)."),
+    _spec("waiting_at_end", int, "requests", "Requests waiting (or swapped) in the last stats interval or scrape."),
     _spec("waiting_max", int, "requests", "Largest waiting (pending) queue."),
     _spec("running_max", int, "requests", "Most requests running at once."),
-    _spec("running_at_saturation", int, "requests", "Requests running while the KV cache was >= 95 % full."),
+    _spec("running_at_saturation", int, "requests", f"Requests running while the KV cache was >= {_FULL} full."),
     _spec("swapped_max", int, "requests", "Most requests swapped to CPU (V0)."),
     _spec("preemptions", int, "preemptions",
           "Preemptions: V0's cumulative counter, V1's per-interval sum, or the metric."),
@@ -124,8 +136,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("metrics_snapshots", int, "snapshots",
           "Scrapes of the metrics read (snapshots, live samples or query steps)."),
     _spec("metrics_window_seconds", float, "seconds", "Time the metrics scrapes span."),
-    _spec("saturated_seconds", float, "seconds", "Time the KV cache spent at >= 95 % usage in the metrics window."),
-    _spec("saturated_share", float, "ratio", "Share of the metrics window the KV cache spent at >= 95 % usage."),
+    _spec("saturated_seconds", float, "seconds", f"Time the KV cache spent at >= {_FULL} usage in the metrics window."),
+    _spec("saturated_share", float, "ratio", f"Share of the metrics window the KV cache spent at >= {_FULL} usage."),
     _spec("waiting_growth", int, "requests", "Waiting queue at the end of the metrics window minus at its start."),
     _spec("preemptions_since_start", int, "preemptions",
           "Preemptions since the server started (one snapshot's counter): context, not a rate."),

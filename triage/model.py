@@ -66,6 +66,7 @@ class Finding:
     evidence: tuple[SourceRef, ...]
     path: tuple[str, ...]        # decision-tree path, root first
     settle: str = ""             # the line that would settle it, when the input lacks the decisive one
+    decided_by: str = ""         # the comparison that decided it, when its rule states one
 
 
 @record(slots=True)

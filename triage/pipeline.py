@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequenc
 
 from . import __version__
 from .decide.engine import diagnose
+from .decide.gate import severity
 from .decide.log_facts import extract_facts
 from .decide.ruleset import RuleSet
 from .facts import FACTS
@@ -368,7 +369,7 @@ def assemble(incident: Incident, kit: Toolkit, evidence: Evidence, diagnosed: Ru
                   ranks=rank_memory(chosen.attempt.events, failing.value if failing else None),
                   redactions=dict(redactions), warnings=warnings,
                   fleet=_fleet_view(runs, chosen, origin, metric_inputs, diagnosed.joined and bool(incident.logs)),
-                  severity=kit.rules.classes[last.verdict].severity,
+                  severity=severity(last, kit.rules.classes),
                   heading=kit.rules.classes[last.verdict].heading,
                   runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
                   suppressions=kit.suppressions, window=evidence.window, weights_needed=_weights_needed(last),

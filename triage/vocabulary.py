@@ -71,11 +71,11 @@ FAILURE_KINDS: frozenset[str] = frozenset({
     "config_error", "cuda_error", "cuda_oom", "engine_died", "exception", "free_memory_low", "host_oom",
     "hub_auth", "hub_unreachable", "illegal_memory_access", "kv_memory_low", "kv_too_small",
     "memory_profiling_error", "model_not_found", "nccl_error", "nccl_timeout", "no_cache_blocks", "no_gpu",
-    "port_in_use", "request_rejected", "shared_memory", "unidentified_error", "unsupported_gpu",
+    "port_in_use", "request_rejected", "shared_memory", "swap_exhausted", "unidentified_error", "unsupported_gpu",
 })
 # Failures of GPU memory or of vLLM's memory sizing.
 MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low", "kv_memory_low",
-                             "memory_profiling_error"})
+                             "memory_profiling_error", "swap_exhausted"})
 # Failures that say something broke but not what: a specific failure on any line explains them.
 GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died"})
 # Failures of one request the server refuses and goes on from (a prompt longer than max_model_len).
@@ -88,7 +88,8 @@ FIX_NAMES: frozenset[str] = frozenset({
     "max_num_seqs_for_kv", "more_kv_for_preemption", "tensor_parallel_for_weights", "smaller_weights",
     "cpu_offload", "utilization_within_free_memory", "free_other_processes", "utilization_headroom",
     "enforce_eager", "not_memory_advice", "cpu_kv_space_within_free", "cpu_utilization_within_free",
-    "cpu_kv_space_for_max_model_len", "cpu_kv_space_for_load",
+    "cpu_kv_space_for_max_model_len", "cpu_kv_space_for_load", "more_swap_space",
+    "smaller_profile_batch",
 })
 
 # The facts whose values are words of this vocabulary: a rule comparing them to anything else is a typo.
@@ -114,7 +115,8 @@ FAILURE_WORDS: Mapping[str, str] = {
     "nccl_error": "an NCCL error", "nccl_timeout": "an NCCL timeout",
     "no_cache_blocks": "no memory left for KV cache blocks",
     "no_gpu": "no GPU found", "port_in_use": "port in use", "request_rejected": "a request refused",
-    "shared_memory": "shared memory exhausted", "unidentified_error": "an error whose type is cut off",
+    "shared_memory": "shared memory exhausted", "swap_exhausted": "the KV cache's CPU swap space exhausted",
+    "unidentified_error": "an error whose type is cut off",
     "unsupported_gpu": "an unsupported GPU",
 }
 VALUE_WORDS: Mapping[str, Mapping[str, str]] = {
@@ -125,9 +127,13 @@ VALUE_WORDS: Mapping[str, Mapping[str, str]] = {
 MAX_METRICS_BYTES = 64 << 20
 CONFIG_NAME = ".vtriage.toml"   # the team's suppressions and runbook URL, looked for from the working directory up
 
-# KV cache usage (0-1) from which a stats interval or a scrape counts as a full cache: vLLM queues
-# and preempts from there (the rules', the alerts' and the decision card's line).
-KV_SATURATED = 0.95
+# KV cache usage (0-1) from which a stats interval or a scrape counts as a full cache (the rules', the alerts' and
+# the decision card's line). A waiting request is admitted only when the free blocks hold its prompt, so a queue
+# already waits on the cache from about 90 %: a long prompt does not fit the last tenth.
+KV_SATURATED = 0.90
+# The thresholds rules name instead of copying a number: a condition's `value = "kv_saturated"`, a template's
+# `{kv_saturated:.0%}`.
+THRESHOLDS: Mapping[str, float] = {"kv_saturated": KV_SATURATED}
 # The stats-line fields whose peak a merged stats interval keeps (the others: the later line's, or summed).
 STATS_PEAKS = ("kv_usage", "running", "waiting", "swapped", "cpu_kv_usage")
 DEFAULT_BLOCK_SIZE = 16         # tokens per KV cache block when the log does not say

@@ -25,6 +25,7 @@ from .kv_fixes import (
     max_model_len_that_fits,
     max_num_seqs_for_kv,
     more_kv_for_preemption,
+    more_swap_space,
     tensor_parallel_for_kv,
     utilization_for_max_model_len,
 )
@@ -33,6 +34,7 @@ from .memory_fixes import (
     enforce_eager,
     free_other_processes,
     not_memory_advice,
+    smaller_profile_batch,
     smaller_weights,
     tensor_parallel_for_weights,
     utilization_headroom,
@@ -48,6 +50,7 @@ FIXES: Mapping[str, FixSolver] = {
     "tensor_parallel_for_kv": tensor_parallel_for_kv,
     "max_num_seqs_for_kv": max_num_seqs_for_kv,
     "more_kv_for_preemption": more_kv_for_preemption,
+    "more_swap_space": more_swap_space,
     # weights_dont_fit, external_pressure, other_failure
     "tensor_parallel_for_weights": tensor_parallel_for_weights,
     "smaller_weights": smaller_weights,
@@ -56,6 +59,7 @@ FIXES: Mapping[str, FixSolver] = {
     "free_other_processes": free_other_processes,
     "utilization_headroom": utilization_headroom,
     "enforce_eager": enforce_eager,
+    "smaller_profile_batch": smaller_profile_batch,
     "not_memory_advice": not_memory_advice,
     # vLLM on CPU
     "cpu_kv_space_within_free": cpu_kv_space_within_free,

@@ -254,3 +254,19 @@ def more_kv_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[F
             fix = _for_preemption(fix, facts, given, outcome(facts, given, **changes), True)
         fixes.append(fix)
     return fixes
+
+
+V0_DEFAULT_SWAP_SPACE_GIB = 4          # --swap-space's default: CPU memory per GPU for swapped-out KV blocks
+
+
+def more_swap_space(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+    """--swap-space: twice what the server had (vLLM's default is 4 GiB per GPU), so V0's swapped-out requests find
+    CPU blocks instead of aborting the engine."""
+    now = value_of(facts, "swap_space_gib")
+    had = now if now else V0_DEFAULT_SWAP_SPACE_GIB
+    value = int(math.ceil(2 * had))
+    was = f"{now:g} GiB" if now else f"vLLM's default {V0_DEFAULT_SWAP_SPACE_GIB} GiB"
+    return [Fix(action=f"--swap-space {value}", flag="--swap-space", value=value,
+                why=f"twice the CPU memory per GPU for swapped-out requests' KV blocks (was {was}); the host needs "
+                    "that much free RAM for each GPU. Requests with n > 1 or beam search are the ones swapped",
+                computed_from=("swap_space_gib",), reference=DOCS_PREEMPTION)]

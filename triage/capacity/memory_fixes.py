@@ -253,6 +253,59 @@ _NON_MEMORY_ADVICE = {
 def not_memory_advice(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """What to do about a failure that is not about GPU memory."""
     kind = value_of(facts, "failure_kind")
+    if value_of(facts, "failed_in_scheduler") and kind in ("exception", "unidentified_error", "engine_died"):
+        function = value_of(facts, "failed_function")
+        return [Fix(action="Upgrade vLLM, or report the scheduler's traceback",
+                    why=f"the scheduler raised{f' in {function}' if function else ''} while it placed requests in the "
+                        "KV cache: a bug or an inconsistent state in this release, not a memory shortage. Fewer "
+                        "requests at once (--max-num-seqs) only makes the path that failed rarer",
+                    computed_from=("failure_kind", "failed_function"), reference=DOCS_TROUBLESHOOTING)]
     action, why = _NON_MEMORY_ADVICE.get(kind, ("Read the root error line above", "it is not a GPU memory problem; "
                                                 "changing memory flags will not help"))
     return [Fix(action=action, why=why, computed_from=("failure_kind",), reference=DOCS_TROUBLESHOOTING)]
+
+
+# --- the profiling run --------------------------------------------------------------------------------
+
+# Names of model families whose profiling run also pushes images or audio through an encoder: the dummy batch
+# holds the most items --limit-mm-per-prompt allows, so that limit sizes the activation peak too.
+_MULTIMODAL_NAMES = ("-vl", "vl-", "vision", "llava", "pixtral", "idefics", "paligemma", "internvl", "minicpm-v",
+                     "mllama", "molmo", "qwen2-audio", "whisper", "omni", "gemma-3-", "phi-4-multimodal", "kimi-vl")
+
+
+def smaller_profile_batch(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+    """A smaller profiling batch: for a multimodal model fewer items per prompt (--limit-mm-per-prompt: the encoder's
+    dummy batch is usually the largest part), fewer tokens per step (--max-num-batched-tokens), fewer sequences
+    (--max-num-seqs, the sampler's warm-up batch). Each halves what the server had, where the log shows it; the
+    activation peak they lower is not modelled, so they stay unchecked."""
+    fixes = []
+    model = str(value_of(facts, "model") or "").lower()
+    if any(name in model for name in _MULTIMODAL_NAMES):
+        medium = "audio" if "whisper" in model or "audio" in model else "image"
+        modern = (version_tuple(value_of(facts, "vllm_version")) or (1,)) >= (0, 10)
+        limit = f'{{"{medium}": 1}}' if modern else f"{medium}=1"
+        fixes.append(Fix(action=f"--limit-mm-per-prompt '{limit}'", flag="--limit-mm-per-prompt", value=limit,
+                         why=f"the profiling run encodes the most {medium} items a prompt may carry; one per prompt "
+                             "shrinks the encoder's dummy batch (raise it again as far as it fits)",
+                         computed_from=("model",), reference=DOCS_MEMORY))
+    batch = value_of(facts, "max_num_batched_tokens") or value_of(facts, "profile_batch_tokens")
+    if batch:
+        value = max(512, int(batch) // 2)
+        fixes.append(Fix(action=f"--max-num-batched-tokens {value}", flag="--max-num-batched-tokens", value=value,
+                         why=f"half the {int(batch):,} tokens the profiling run pushed through the model in one step: "
+                             "its activations are what ran out; costs some prefill throughput",
+                         computed_from=("max_num_batched_tokens", "profile_batch_tokens"), reference=DOCS_MEMORY))
+    else:
+        fixes.append(Fix(action="Lower --max-num-batched-tokens", flag="--max-num-batched-tokens",
+                         why="the profiling run pushes one step of that many tokens through the model; the log does "
+                             "not show the value it ran with", reference=DOCS_MEMORY))
+    seqs = value_of(facts, "max_num_seqs")
+    if seqs and seqs > 1:
+        value = max(1, int(seqs) // 2)
+        fixes.append(Fix(action=f"--max-num-seqs {value}", flag="--max-num-seqs", value=value,
+                         why=f"half the {int(seqs)} sequences the sampler's warm-up and the dummy batch hold at once",
+                         computed_from=("max_num_seqs",), reference=DOCS_MEMORY))
+    else:
+        fixes.append(Fix(action="Lower --max-num-seqs", flag="--max-num-seqs",
+                         why="the sampler's warm-up runs that many dummy requests at once", reference=DOCS_MEMORY))
+    return fixes

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from ..facts import FACTS
 from ..model import Diagnosis, Fact, Finding, RuledOut, SourceRef, SuppressedFinding, Suppression
-from ..vocabulary import UNDECIDED, VALUE_WORDS, problems_first
+from ..vocabulary import THRESHOLDS, UNDECIDED, VALUE_WORDS, problems_first
 from .ruleset import Condition, Node, RuleSet
 
 
@@ -88,7 +88,7 @@ def fill(template: str, facts: Mapping[str, Fact]) -> str:
     for m in _OPTIONAL.finditer(template):          # each piece filled once: a value may hold braces
         names = [name for _, name, _, _ in string.Formatter().parse(m.group(1)) if name]
         out.append(_fill(template[at:m.start()], facts))
-        out.append(_fill(m.group(1), facts) if all(n in facts for n in names) else "")
+        out.append(_fill(m.group(1), facts) if all(n in facts or n in THRESHOLDS for n in names) else "")
         at = m.end()
     out.append(_fill(template[at:], facts))
     return "".join(out)
@@ -99,6 +99,9 @@ def _fill(template: str, facts: Mapping[str, Fact]) -> str:
     for literal, name, spec, _ in string.Formatter().parse(template):
         out.append(literal)
         if name is None:
+            continue
+        if name in THRESHOLDS:
+            out.append(format(THRESHOLDS[name], spec or ""))
             continue
         fact = facts.get(name)
         if fact is None:
@@ -156,7 +159,8 @@ def _finding(node: Node, facts: Mapping[str, Fact], path: tuple[Node, ...]) -> F
     return Finding(
         rule_id=node.id, title=fill(node.title, facts), verdict=node.verdict, confidence=node.confidence,
         summary=fill(node.summary, facts), why=fill(node.why, facts), references=node.references,
-        facts=names, evidence=refs, path=tuple(n.id for n in path), settle=fill(node.settle, facts))
+        facts=names, evidence=refs, path=tuple(n.id for n in path), settle=fill(node.settle, facts),
+        decided_by=fill(node.decided_by, facts))
 
 
 def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: Trace,

@@ -24,6 +24,9 @@ from ..vocabulary import (
 SELF_MATCH_GIB = 1.5        # torch's "Process N has X" is vLLM itself when X ~ its own allocations
 CUDA_CONTEXT_GIB = 1.0      # a process's CUDA context and libraries, outside torch's allocator (0.3-1 GiB)
 MAX_EVIDENCE = 4
+# Intervals in a row the same requests may run without a token processed before it is a hang rather than a long
+# prefill (a slow CPU backend takes more than one 10 s interval over a long prompt).
+STALL_RUNNING_INTERVALS = 3
 # Event kinds that show an engine serving requests, and how to say so.
 _SERVING_KINDS: Mapping[str, str] = {
     "stats": "it printed periodic stats", "preemption": "it preempted a request",
@@ -35,7 +38,7 @@ _SERVING_KINDS: Mapping[str, str] = {
 # Config keys read straight from events, with the event kinds to trust first.
 _CONFIG_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",
                 "max_num_seqs", "max_num_batched_tokens", "dtype", "quantization", "kv_cache_dtype",
-                "enforce_eager", "enable_prefix_caching", "block_size", "vllm_version", "platform")
+                "enforce_eager", "enable_prefix_caching", "block_size", "swap_space_gib", "vllm_version", "platform")
 _KIND_TRUST = {"auto_fit": 0, "kv_too_small": 0, "max_model_len": 1, "kv_cache_size": 2,
                "max_concurrency": 2, "args": 3,
                "engine_config": 4, "memory_profile": 5, "free_memory_low": 5, "memory_usage": 5, "version": 6,
@@ -107,9 +110,9 @@ def extract_facts(events: Sequence[LogEvent], signatures: SignatureSet,
     _settings(out, events, earlier)
     _engine(out, events)
     _profile_batch(out, events)
-    failure = _root_failure(events, signatures)
-    _failure_facts(out, events, signatures, failure)
-    _memory(out, events, failure)
+    root = _root_failure(events, signatures)
+    _failure_facts(out, events, signatures, root)
+    _memory(out, events, root[0] if root else None)
     _serving(out, events)
     return out.facts
 
@@ -151,7 +154,7 @@ def _tensor_parallel_from_ranks(out: _Facts, events: Sequence[LogEvent]) -> None
 
 
 _KV_DEVICE_PLATFORM = {"CPU": "cpu", "XPU": "xpu", "TPU": "tpu", "HPU": "hpu"}
-_OOM_DEVICE_PLATFORM = {"HIP": "rocm", "XPU": "xpu", "CUDA": "cuda"}
+_OOM_DEVICE_PLATFORM = {"HIP": "rocm", "XPU": "xpu", "DPCPP": "xpu", "NPU": "npu", "TPU": "tpu", "CUDA": "cuda"}
 
 
 def _platform_from_kv_device(out: _Facts, events: Sequence[LogEvent]) -> None:
@@ -218,18 +221,20 @@ def _engine(out: _Facts, events: Sequence[LogEvent]) -> None:
 
 # --- the failure --------------------------------------------------------------------------------
 
-def _recovered(event: LogEvent, events: Sequence[LogEvent], signatures: SignatureSet) -> bool:
-    """The server kept going after this error: it started, or went on serving, and did not die.
-    A traceback whose type is not shown also counts as survived when its own process went on to a
-    later startup phase (a warning printed with its stack, not a crash)."""
+def _recovered(event: LogEvent, kind: str, events: Sequence[LogEvent], signatures: SignatureSet) -> bool:
+    """The server kept going after this error (of failure `kind`): it started, or went on serving, and did not
+    die. Stats lines after it show a live engine only while it works or idles: requests that wait on an engine
+    that processes nothing are a hang the error caused, not a recovery. A traceback whose type is not shown also
+    counts as survived when its own process went on to a later startup phase (a warning printed with its stack,
+    not a crash)."""
     stop = next((e.seq for e in events if e.kind == "shutdown" and e.seq > event.seq), None)
     later = [e for e in events if e.seq > event.seq and (stop is None or e.seq < stop)]
     if any(e.kind == "engine_died" for e in later):
         return False
-    stats = sum(1 for e in later if e.kind == "stats")
-    if any(e.kind in ("server_up", "engine_ready") for e in later) or stats >= 2:
+    stats = [e for e in later if e.kind == "stats"]
+    if any(e.kind in ("server_up", "engine_ready") for e in later) or (len(stats) >= 2 and _live(stats[-1].fields)):
         return True
-    if signatures.by_id[event.signature].failure != "unidentified_error":
+    if kind != "unidentified_error":
         return False
     before, _ = _marker_phase(events, signatures, event.seq)
     return any(e.process == event.process and (sig := signatures.by_id.get(e.signature)) is not None
@@ -238,30 +243,59 @@ def _recovered(event: LogEvent, events: Sequence[LogEvent], signatures: Signatur
                for e in later)
 
 
-def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> LogEvent | None:
-    """The failure that explains the attempt: the first specific one (memory first when several are
-    on one line), else the first unexplained exception, else a bare "the engine died"."""
+def _live(fields: Mapping[str, Any]) -> bool:
+    """A stats interval of an engine that works (it processed tokens) or has nothing to do."""
+    if fields.get("prompt_tps") or fields.get("generation_tps"):
+        return True
+    return not (fields.get("running") or fields.get("waiting") or fields.get("swapped"))
+
+
+def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> tuple[LogEvent, str] | None:
+    """The failure that explains the attempt, and its kind: the first specific one (memory first when several
+    are on one line), else the first unexplained exception, else a bare "the engine died", else a traceback
+    fragment whose header and error line the excerpt lost."""
     stop = next((e.seq for e in events if e.kind == "shutdown"), None)
     # Once the server is told to stop, its teardown raises generic errors (EngineDeadError, a cancelled
     # output handler) that are the shutdown itself; a specific failure (an OOM) still counts.
     failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
                and sig.failure not in REQUEST_FAILURES
                and (stop is None or e.seq < stop or sig.failure not in GENERIC_FAILURES)]
-    fatal = [e for e in failing if not _recovered(e, events, signatures)]
 
     def failure_of(e: LogEvent) -> str:
         return signatures.by_id[e.signature].failure or ""
 
+    fatal = [e for e in failing if not _recovered(e, failure_of(e), events, signatures)]
     specific = [e for e in fatal if failure_of(e) not in GENERIC_FAILURES]
     if specific:
         first_line = min((e.source.path, e.source.line, e.seq) for e in specific)
         same_line = [e for e in specific if (e.source.path, e.source.line) == first_line[:2]]
         same_line.sort(key=lambda e: (failure_of(e) not in MEMORY_FAILURES, e.seq))
-        return same_line[0]
+        return same_line[0], failure_of(same_line[0])
     for generic in ("exception", "unidentified_error", "engine_died"):
         found = [e for e in fatal if failure_of(e) == generic]
         if found:
-            return found[0]
+            return found[0], generic
+    fragment = _headless_fragment(events, stop)
+    if fragment is not None and not _recovered(fragment, "unidentified_error", events, signatures):
+        return fragment, "unidentified_error"
+    return None
+
+
+_SURVIVED_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
+
+
+def _headless_fragment(events: Sequence[LogEvent], stop: int | None) -> LogEvent | None:
+    """The first frame of a traceback cut above its header: vLLM frames with no `Traceback (most recent call
+    last)` before them in their process. Printed at ERROR or raw on stderr (an uncaught exception), such frames
+    are a failure whose error line is missing; a stack printed with a warning is not."""
+    headed: set[str | None] = set()
+    for e in events:
+        if stop is not None and e.seq > stop:
+            break
+        if e.kind == "traceback_start":
+            headed.add(e.process)
+        elif e.kind == "traceback_frame" and e.process not in headed and e.level not in _SURVIVED_LEVELS:
+            return e
     return None
 
 
@@ -297,7 +331,7 @@ def _frame_phase(events: Sequence[LogEvent], signatures: SignatureSet, after: in
 
 
 def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: SignatureSet,
-                   failure: LogEvent | None) -> None:
+                   root: tuple[LogEvent, str] | None) -> None:
     reached, reached_at = _marker_phase(events, signatures, None)
     if reached >= 0 and reached_at is not None:
         out.put("reached_phase", PHASES[reached], [reached_at.source])
@@ -309,12 +343,13 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
         out.put("engine_died", True, [died[0].source])
     transient = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
                  and sig.failure != "unidentified_error"      # a traceback's own error line is counted
-                 and e is not failure and (sig.failure in REQUEST_FAILURES or _recovered(e, events, signatures))]
+                 and (root is None or e is not root[0])
+                 and (sig.failure in REQUEST_FAILURES or _recovered(e, sig.failure, events, signatures))]
     if transient:
         out.put("transient_errors", len(transient), [e.source for e in transient])
-    if failure is None:
+    if root is None:
         return
-    kind = signatures.by_id[failure.signature].failure
+    failure, kind = root
     out.put("failure_kind", kind, [failure.source])
     out.put("failure_message", failure.source.text, [failure.source])
     if failure.process:
@@ -331,6 +366,9 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
                 f"{PHASE_WORDS[PHASES[frame_rank]]}")
         if frame.fields.get("func"):
             out.put("failed_function", frame.fields["func"], [frame.source])
+        if frame.fields.get("in_scheduler"):
+            out.put("failed_in_scheduler", True, [frame.source],
+                    f"{frame.fields.get('path', 'the frame')} is vLLM's scheduler or its KV block manager")
     elif marker is not None:
         phase, why = marker_rank, [marker.source, failure.source]
         marker_sig = signatures.by_id[marker.signature]
@@ -574,11 +612,13 @@ def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
             out.put("saturated_queue_intervals", queued_intervals, refs)
             out.put("saturated_queue_share", queued_intervals / counted, refs,
                     f"{queued_intervals} of {counted} stats intervals")
-            _stall(out, usage)
             busy = sorted(e.fields["running"] for e in saturated if "running" in e.fields)
             if busy:
                 out.put("running_at_saturation", busy[len(busy) // 2], [saturated[0].source],
                         f"median over {len(busy)} saturated intervals")
+        engines = _engines(stats)
+        _stall(out, engines)
+        _queue_at_end(out, engines)
         for key, fact in (("waiting", "waiting_max"), ("running", "running_max"), ("swapped", "swapped_max")):
             having = [e for e in stats if key in e.fields]
             if having:
@@ -591,23 +631,78 @@ def _queued(fields: Mapping[str, Any]) -> bool:
     return bool(fields.get("waiting") or fields.get("swapped"))
 
 
-def _stalled(fields: Mapping[str, Any]) -> bool:
-    """Requests wait, none runs, the KV cache is empty and nothing is generated: the scheduler stopped."""
-    return (fields.get("running") == 0 and bool(fields.get("waiting")) and fields.get("kv_usage", 1.0) <= 0.01
-            and not fields.get("prompt_tps") and not fields.get("generation_tps"))
+def _engines(stats: Sequence[LogEvent]) -> list[list[LogEvent]]:
+    """Each engine's stats lines, in order: V1's data-parallel engines share one logger and say which engine a
+    line is of (`Engine 001:`), Ray actors each run their own engine in their own process."""
+    engines: dict[tuple[str | None, Any], list[LogEvent]] = {}
+    for event in stats:
+        engines.setdefault((event.process, event.fields.get("engine_index")), []).append(event)
+    return list(engines.values())
 
 
-def _stall(out: _Facts, usage: Sequence[LogEvent]) -> None:
-    """The run of stalled stats intervals the log ends with (a stall the engine came out of is not one)."""
-    run: list[LogEvent] = []
-    for event in reversed(usage):
-        if not _stalled(event.fields):
-            break
-        run.append(event)
-    if run:
+def _no_progress(fields: Mapping[str, Any]) -> bool:
+    """One interval (not several merged) in which requests were there but not one token was processed."""
+    return (fields.get("intervals", 1) == 1 and "prompt_tps" in fields and "generation_tps" in fields
+            and not fields["prompt_tps"] and not fields["generation_tps"]
+            and bool(fields.get("running") or _queued(fields)))
+
+
+def _stall(out: _Facts, engines: Sequence[Sequence[LogEvent]]) -> None:
+    """The longest run of intervals an engine's stats end with in which it processed nothing although requests
+    were there: with none running and some waiting (the scheduler stopped admitting), or with the same requests
+    running for STALL_RUNNING_INTERVALS intervals (a step that never returns). A queue that empties without a
+    token processed (clients gave up) does not end the stall; an interval that processes tokens does."""
+    longest: list[LogEvent] = []
+    for stats in engines:
+        run: list[LogEvent] = []
+        for event in reversed(stats):
+            fields = event.fields
+            idle = not (fields.get("running") or _queued(fields) or fields.get("prompt_tps")
+                        or fields.get("generation_tps"))
+            if idle and not run:
+                continue
+            if not _no_progress(fields):
+                break
+            run.append(event)
         run.reverse()
-        out.put("stalled_intervals", sum(e.fields.get("intervals", 1) for e in run), [run[0].source, run[-1].source],
-                f"up to {max(e.fields['waiting'] for e in run)} requests waiting, none running, KV cache empty")
+        if any(e.fields.get("running") for e in run) and len(run) < STALL_RUNNING_INTERVALS:
+            run = []
+        if len(run) > len(longest):
+            longest = run
+    if longest:
+        waiting = max(e.fields.get("waiting", 0) + e.fields.get("swapped", 0) for e in longest)
+        running = max(e.fields.get("running", 0) for e in longest)
+        how = (f"up to {waiting} requests waiting, none running" if not running
+               else f"{running} request(s) running and up to {waiting} waiting")
+        out.put("stalled_intervals", len(longest), [longest[0].source, longest[-1].source],
+                f"{how}, no token processed")
+
+
+def _queue_at_end(out: _Facts, engines: Sequence[Sequence[LogEvent]]) -> None:
+    """The queue the stats end with: how many intervals in a row, up to the last one, an engine had requests
+    waiting (a queue that did not drain), and how many were waiting in the last one. A merged interval counts
+    whole when its peak had a queue."""
+    longest: list[LogEvent] = []
+    for stats in engines:
+        run: list[LogEvent] = []
+        for event in reversed(stats):
+            if not _queued(event.fields):
+                break
+            run.append(event)
+        if sum(e.fields.get("intervals", 1) for e in run) > sum(e.fields.get("intervals", 1) for e in longest):
+            longest = run[::-1]
+    last = [stats[-1] for stats in engines]
+    out.put("waiting_at_end", sum(e.fields.get("waiting", 0) + e.fields.get("swapped", 0) for e in last),
+            [e.source for e in last])
+    count = sum(e.fields.get("intervals", 1) for e in longest)
+    refs = [longest[0].source, longest[-1].source] if longest else [e.source for e in last]
+    note = None
+    if longest:
+        first, final = longest[0].fields, longest[-1].fields
+        start = first.get("waiting", 0) + first.get("swapped", 0)
+        end = final.get("waiting", 0) + final.get("swapped", 0)
+        note = f"{start} -> {end} requests waiting over the last {count} intervals"
+    out.put("queue_persisted_intervals", count, refs, note)
 
 
 def _preemptions(out: _Facts, events: Sequence[LogEvent], stats: Sequence[LogEvent]) -> None:

@@ -15,10 +15,11 @@ from ..bundled import bundled_dir
 from ..errors import RuleError, did_you_mean
 from ..facts import FACTS
 from ..records import record
-from ..vocabulary import CONFIDENCES, FACT_VALUES, FIX_NAMES, SEVERITIES, VERDICTS
+from ..vocabulary import CONFIDENCES, FACT_VALUES, FIX_NAMES, SEVERITIES, THRESHOLDS, VERDICTS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")
-_NODE_KEYS = {"id", "parent", "order", "title", "when", "verdict", "confidence", "summary", "why", "settle", "fixes",
+_NODE_KEYS = {"id", "parent", "order", "title", "when", "verdict", "confidence", "summary", "why", "settle",
+              "decided_by", "fixes",
               "references", "evidence", "examples"}
 _CONDITION_KEYS = {"fact", "op", "value", "value_fact", "scale", "all", "any", "not"}
 _EXAMPLE_KEYS = {"fixture", "log", "metrics", "expect"}
@@ -66,6 +67,7 @@ class Node:
     summary: str
     why: str
     settle: str                                   # the line that would settle a verdict the input cannot prove
+    decided_by: str                               # the comparison that decided, when the verdict's own is not it
     fixes: tuple[str, ...]
     references: tuple[str, ...]
     evidence: tuple[str, ...]
@@ -171,6 +173,11 @@ def parse_condition(path: Path, key: str, raw: Any) -> Condition:
         raise RuleError(str(path), key, f"operator {op!r} needs exactly one of value or value_fact")
     value = raw.get("value")
     spec = FACTS[fact]
+    if isinstance(value, str) and op in ("<", "<=", ">", ">="):
+        if value not in THRESHOLDS:
+            raise RuleError(str(path), f"{key}.value", f"unknown threshold {value!r}",
+                            did_you_mean(value, THRESHOLDS) or f"a number, or one of {', '.join(THRESHOLDS)}")
+        value = THRESHOLDS[value]          # the vocabulary's line, named rather than copied into the rule
     if op in ("in", "not_in") and not isinstance(value, list):
         raise RuleError(str(path), f"{key}.value", f"'{op}' needs a list")
     if op in ("<", "<=", ">", ">=") and value is not None and (not isinstance(value, (int, float))
@@ -208,6 +215,8 @@ def _check_template(path: Path, key: str, template: str) -> None:
     for _, name, spec, _ in parsed:
         if name is None:
             continue
+        if name in THRESHOLDS:
+            continue
         if name not in FACTS:
             raise RuleError(str(path), key, f"unknown placeholder {{{name}}}", _hint(name, FACTS, "facts"))
         if spec and spec[-1:] in "fe%" and FACTS[name].type not in (int, float):
@@ -231,7 +240,7 @@ def _load_node(path: Path, fix_names: set[str]) -> Node:
     if verdict is not None and confidence not in CONFIDENCES:
         raise RuleError(str(path), "confidence", f"a verdict needs a confidence, got {confidence!r}",
                         f"one of {', '.join(CONFIDENCES)}")
-    for key in ("summary", "why", "settle", "title"):
+    for key in ("summary", "why", "settle", "decided_by", "title"):
         if key in raw:
             if not isinstance(raw[key], str):
                 raise RuleError(str(path), key, "must be a string")
@@ -269,7 +278,7 @@ def _load_node(path: Path, fix_names: set[str]) -> Node:
         id=raw["id"], parent=raw.get("parent") or None, order=order, title=raw["title"],
         when=parse_condition(path, "when", raw["when"]), verdict=verdict, confidence=confidence,
         summary=raw.get("summary", raw["title"]), why=raw.get("why", ""),
-        settle=raw.get("settle", ""), fixes=tuple(fixes),
+        settle=raw.get("settle", ""), decided_by=raw.get("decided_by", ""), fixes=tuple(fixes),
         references=tuple(raw.get("references", [])), evidence=tuple(evidence), examples=tuple(examples),
         path=str(path))
 

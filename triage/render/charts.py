@@ -137,7 +137,9 @@ def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = (),
                       "the stack can pass the budget line by their size.", tuple(plan), tuple(markers),
                       open_from=None if total else _pct(cursor + (other or 0.0), scale))]
 
-    if this is not None or other is not None or free is not None:
+    # The second bar is the moment a failure refused memory: free memory vLLM printed at a startup that went on is
+    # not such a moment.
+    if "failure_kind" in facts and (this is not None or other is not None or free is not None):
         oom = [_segment(facts, "this_process_gib", "This vLLM process", this, 0.0, scale)]
         free_x = (total - free if total and free is not None else (this or 0.0) + (other or 0.0))
         other_x = (free_x - other if total and free is not None and other is not None else this or 0.0)

@@ -134,29 +134,35 @@ def _kv_usage(facts: Mapping[str, Fact]) -> Comparison | None:
 
 
 def _preemption(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, ...]]:
+    """Preemptions counted, a full cache, a queue: a KV peak below the saturation line is no evidence of
+    preemption, so neither the sentence nor the chart shows it."""
     count, rate = _v(facts, "preemptions"), _v(facts, "preemption_rate_per_min")
     peak, waiting = _v(facts, "kv_cache_usage_max"), _v(facts, "waiting_max")
     parts = []
     if count is not None:
         parts.append(f"{format_value(int(count), 'preemptions')}"
                      + (f" ({format_value(rate, 'per minute')})" if rate is not None else ""))
-    if peak is not None:
+    if peak is not None and peak >= KV_SATURATED:
         parts.append(f"KV cache peaked at {100 * peak:.3g} % (saturated from {100 * KV_SATURATED:.0f} %)")
     if waiting:
         parts.append(f"up to {format_value(int(waiting), 'requests')} waiting")
-    row = _kv_usage(facts)
+    row = _kv_usage(facts) if peak is not None and peak >= KV_SATURATED else None
     return ("; ".join(parts) or None), ((row,) if row else ())
 
 
 def _healthy(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, ...]]:
-    peak, count = _v(facts, "kv_cache_usage_max"), _v(facts, "preemptions")
+    """What earned the verdict: the queue drained, the cache stayed below the line, preemption stayed rare. A peak
+    at or above the line argues for saturation, so it is not what decided."""
+    peak, count, end = _v(facts, "kv_cache_usage_max"), _v(facts, "preemptions"), _v(facts, "waiting_at_end")
     parts = []
-    if peak is not None:
-        parts.append(f"KV cache peaked at {100 * peak:.3g} %, "
-                     f"{'below' if peak < KV_SATURATED else 'above'} the {100 * KV_SATURATED:.0f} % saturation line")
+    if end is not None:
+        parts.append("the queue drained: no request waiting at the end" if not end
+                     else f"{format_value(int(end), 'requests')} waiting at the end, not a lasting queue")
+    if peak is not None and peak < KV_SATURATED:
+        parts.append(f"KV cache peaked at {100 * peak:.3g} %, below the {100 * KV_SATURATED:.0f} % saturation line")
     if count is not None:
         parts.append(f"preemptions: {int(count):,}")
-    row = _kv_usage(facts)
+    row = _kv_usage(facts) if peak is not None and peak < KV_SATURATED else None
     return ("; ".join(parts) or None), ((row,) if row else ())
 
 
@@ -180,11 +186,18 @@ _IMPACT = (("ttft_p95_seconds", "time to first token p95"), ("queue_time_p95_sec
            ("e2e_latency_p95_seconds", "end-to-end latency p95"))
 
 
-def impact(facts: Mapping[str, Fact]) -> str:
+# A KV cache too small is decided from figures vLLM checks before it starts: it refused to start, whether or not
+# the excerpt kept the error line.
+_REFUSED_TO_START = "kv_cache_too_small"
+
+
+def impact(facts: Mapping[str, Fact], verdict: str | None = None) -> str:
     """What the users of the server saw: it never started, or its latency and queue."""
     up = facts.get("server_up")
     phase = facts.get("failed_phase")
-    if (up is None or up.value is not True) and phase is not None and phase.value != "serving":
+    started = up is not None and up.value is True
+    if not started and ((phase is not None and phase.value != "serving")
+                        or (phase is None and verdict == _REFUSED_TO_START and "stats_lines" not in facts)):
         return "the server never started: no request was served"
     parts = [f"{words} {format_value(facts[name].value, 'seconds')}" for name, words in _IMPACT if name in facts]
     share = _v(facts, "requests_preempted_share")
@@ -206,10 +219,15 @@ def impact(facts: Mapping[str, Fact]) -> str:
 
 
 def lead(report: Report) -> Lead:
+    """The comparison that decided: the deciding rule's own (`decided_by` in its file) where it states one, else
+    the verdict's; the figures drawn are the verdict's, never one that argues for another verdict."""
     d = report.diagnosis
     if d.verdict == "weights_dont_fit":
         decided, rows = _weights(d.facts, report.weights_needed)
     else:
         decided, rows = _DECIDERS.get(d.verdict, lambda _: (None, ()))(d.facts)
-    return Lead(decided, rows, attempts_sentence(report), impact(d.facts),
+    deciding = next((f for f in d.findings if d.rule_path and f.rule_id == d.rule_path[-1]), None)
+    if deciding is not None and deciding.decided_by:
+        decided = deciding.decided_by
+    return Lead(decided, rows, attempts_sentence(report), impact(d.facts, d.verdict),
                 timeline_decides=d.verdict == "preemption_slowdown" and bool(report.timeline))
