@@ -471,6 +471,8 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
 @click.option("--rules", "rules_dir", metavar="DIR", help="Check the rules in DIR instead of the bundled ones.")
 @click.option("--facts", "show", flag_value="facts", help="List the facts rules may use (Markdown).")
 @click.option("--fixes", "show", flag_value="fixes", help="List the fix solvers rules may name.")
+@click.option("--phases", "show", flag_value="phases",
+              help="List vLLM's functions and the phase each places a traceback in (Markdown, docs/phases.md).")
 @click.option("--tree", "show", flag_value="tree", default=True, help="Show the decision tree (default).")
 @click.option("--test", "run_tests", is_flag=True,
               help="Run every rule's examples and every signature's samples; exit 1 if one fails.")
@@ -490,6 +492,9 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
         sys.exit(0 if outcome.passed else 1)
     if show == "facts":
         click.echo(facts_markdown(), nl=False)
+    elif show == "phases":
+        from .logs.phases import phases_markdown
+        click.echo(phases_markdown(kit.signatures.functions), nl=False)
     elif show == "fixes":
         from .capacity import FIXES
         for name, solver in sorted(FIXES.items()):

@@ -7,6 +7,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..facts import FACTS
 from ..logs.logtime import month_day_time, seconds_since_start, year_turned
+from ..logs.phases import traceback_phase
 from ..logs.signatures import SignatureSet
 from ..model import Fact, LogEvent, SourceRef
 from ..vocabulary import (
@@ -318,16 +319,15 @@ def _marker_phase(events: Sequence[LogEvent], signatures: SignatureSet,
 
 def _frame_phase(events: Sequence[LogEvent], signatures: SignatureSet, after: int,
                  process: str | None) -> tuple[int, LogEvent | None]:
-    """The innermost strong frame after `after` (a weak one when there is no strong one)."""
+    """The phase the frames after `after` (the failing process's, when it printed any) place the failure in,
+    read with vLLM's function table (logs/phases.py), and the frame that decides; -1 when none places it."""
     frames = [e for e in events if e.kind == "traceback_frame" and e.seq > after]
     own = [e for e in frames if e.process == process]
-    frames = own or frames
-    for weak in (False, True):
-        chosen = [e for e in frames if signatures.by_id[e.signature].weak == weak]
-        if chosen:
-            last = chosen[-1]
-            return PHASE_RANK[signatures.by_id[last.signature].phase or "serving"], last
-    return -1, None
+    placed = traceback_phase([(e, signatures.frame_phases(e.signature, e.fields)) for e in own or frames])
+    if placed is None:
+        return -1, None
+    phase, frame = placed
+    return PHASE_RANK[phase], frame
 
 
 def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: SignatureSet,

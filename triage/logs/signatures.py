@@ -27,6 +27,7 @@ from ..records import record
 from ..sources.scan import BulkPattern, QuietLines, bulk_pattern, quiet_lines_possible
 from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES, STATS_PEAKS
 from .envelope import QUIET_HEAD, QUIET_STOPS, STATS_PREFIX
+from .phases import FunctionPhase, function_table, parse_functions
 
 MATCH_TIMEOUT_S = 0.25      # a pathological user regex must not hang the tool: each search gets this long
 SLOW_BUDGET_S = 5.0         # per input: once timeouts have cost this much, patterns that timed out are skipped
@@ -105,7 +106,7 @@ FIELD_TYPES: Mapping[str, Callable[[str], Any]] = {
     "bool": _to_bool, "str": _to_str, "text": _to_text,      # text: kept as written (a whole args line)
     "xla_size": _to_xla_size_gib,
 }
-_SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "phase_done", "failure", "weak",
+_SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "phase_done", "failure",
                    "samples", "also", "catch_all", "generic", "bulk", "versions", "note"}
 
 
@@ -120,7 +121,6 @@ class Signature:
     phase: str | None
     phase_done: bool
     failure: str | None
-    weak: bool                        # a weak phase hint (traceback frames shared by several phases)
     catch_all: bool                   # only counts when no other signature matched the line
     generic: bool                     # matches outside vLLM too: alone it does not make input vLLM output
     bulk: bool                        # request traffic: counted, never parsed (see scan.py)
@@ -207,8 +207,9 @@ class MatchBudget:
 class SignatureSet:
     """All signatures, with a prefilter so most lines cost one search."""
 
-    def __init__(self, signatures: Iterable[Signature]) -> None:
+    def __init__(self, signatures: Iterable[Signature], functions: Mapping[str, FunctionPhase] | None = None) -> None:
         self.signatures: tuple[Signature, ...] = tuple(signatures)
+        self.functions: Mapping[str, FunctionPhase] = functions or {}     # vLLM's functions and their phases
         self.by_id = {s.id: s for s in self.signatures}
         self._order = {s.id: i for i, s in enumerate(self.signatures)}
         anchors: dict[str, list[Signature]] = {}
@@ -238,6 +239,17 @@ class SignatureSet:
         self.stats_lines: tuple[StatsLineShape, ...] = tuple(
             StatsLineShape(re.compile(STATS_PREFIX + shape.pattern, re.ASCII), sig, trailing, fields_of)
             for shapes in self._shapes.values() for shape, sig, trailing, fields_of in shapes)
+
+    def frame_phases(self, signature: str, fields: Mapping[str, Any]) -> tuple[str, ...]:
+        """The phases a traceback frame's function runs in, the one it belongs to first: its signature's own
+        phase (a frame told apart by its path), else the function table's row; () when nothing places it."""
+        sig = self.by_id.get(signature)
+        if sig is None:
+            return ()
+        if sig.phase is not None:
+            return (sig.phase,)
+        row = self.functions.get(str(fields.get("func", "")))
+        return row.phases if row is not None else ()
 
     def anchors_in(self, message: str) -> set[str]:
         """Every anchor that occurs in `message`, overlapping ones included."""
@@ -632,8 +644,11 @@ def load_signatures(directory: Path | None = None, compile_now: bool | None = No
                         "point --rules at a directory holding signatures/*.toml")
     sigs: list[Signature] = []
     seen: dict[str, str] = {}
+    functions: list[tuple[str, FunctionPhase]] = []
     for path in files:
-        for sig in _load_file(path, compile_now):
+        in_file, rows = _load_file(path, compile_now)
+        functions.extend((str(path), row) for row in rows)
+        for sig in in_file:
             if sig.id in seen:
                 raise RuleError(str(path), f"signature {sig.id}.id", f"duplicate id (also in {seen[sig.id]})",
                                 "give each signature a unique id")
@@ -644,10 +659,10 @@ def load_signatures(directory: Path | None = None, compile_now: bool | None = No
             if other not in seen:
                 raise RuleError(sig.origin, f"signature {sig.id}.also", f"unknown signature {other!r}",
                                 did_you_mean(other, seen))
-    return SignatureSet(sigs)
+    return SignatureSet(sigs, function_table(functions))
 
 
-def _load_file(path: Path, compile_now: bool) -> list[Signature]:
+def _load_file(path: Path, compile_now: bool) -> tuple[list[Signature], list[FunctionPhase]]:
     try:
         data = tomlread.loads(path.read_text(encoding="utf-8"))
     except tomlread.TOMLDecodeError as exc:
@@ -656,14 +671,15 @@ def _load_file(path: Path, compile_now: bool) -> list[Signature]:
     except RecursionError:
         raise RuleError(str(path), "(file)", "nested too deeply to read",
                         "a signature file is [[signature]] tables") from None
-    unknown = set(data) - {"signature"}
+    unknown = set(data) - {"signature", "function"}
     if unknown:
         raise RuleError(str(path), sorted(unknown)[0], "unknown top-level key",
-                        "a signature file holds [[signature]] tables only")
+                        "a signature file holds [[signature]] and [[function]] tables only")
     entries = data.get("signature", [])
     if not isinstance(entries, list):
         raise RuleError(str(path), "signature", "must be an array of tables", "write [[signature]]")
-    return [_parse_signature(path, i, entry, compile_now) for i, entry in enumerate(entries)]
+    return ([_parse_signature(path, i, entry, compile_now) for i, entry in enumerate(entries)],
+            parse_functions(str(path), data.get("function", [])))
 
 
 @functools.lru_cache(maxsize=None)
@@ -732,7 +748,7 @@ def _parse_signature(path: Path, index: int, entry: Any, compile_now: bool) -> S
         if entry["anchor"] not in sample:
             raise RuleError(where, f"{key}.samples[{i}]", f"does not contain the anchor {entry['anchor']!r}",
                             "the anchor must be a literal part of every line the signature matches")
-    for flag in ("phase_done", "weak", "catch_all", "generic", "bulk"):
+    for flag in ("phase_done", "catch_all", "generic", "bulk"):
         if flag in entry and not isinstance(entry[flag], bool):
             raise RuleError(where, f"{key}.{flag}", "must be true or false")
     also = entry.get("also", [])
@@ -742,7 +758,7 @@ def _parse_signature(path: Path, index: int, entry: Any, compile_now: bool) -> S
         id=entry["id"], kind=entry["kind"], anchor=entry["anchor"], regex=entry["regex"],
         fields=dict(fields), sets=dict(sets),
         phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=failure,
-        weak=bool(entry.get("weak", False)), catch_all=bool(entry.get("catch_all", False)),
+        catch_all=bool(entry.get("catch_all", False)),
         generic=bool(entry.get("generic", False)), bulk=bool(entry.get("bulk", False)),
         samples=tuple(samples), also=tuple(also),
         versions=str(entry.get("versions", "")), origin=where,
