@@ -60,7 +60,7 @@ EVENT_KINDS: frozenset[str] = frozenset({
     # serving
     "stats", "preemption", "serving_progress", "request", "shutdown",
     # failures and their tracebacks
-    "cuda_oom", "cuda_error", "config_error", "engine_died", "exception", "free_memory_low", "host_oom",
+    "cuda_oom", "cuda_error", "config_error", "engine_died", "engine_hang", "exception", "free_memory_low", "host_oom",
     "hub_auth", "kv_memory_low", "kv_too_small", "memory_profiling_error", "model_not_found", "nccl_error",
     "no_cache_blocks", "no_gpu", "port_in_use", "request_rejected", "shared_memory", "unsupported_gpu",
     "weights_load_failed", "worker_error", "traceback_start", "traceback_frame",
@@ -68,16 +68,17 @@ EVENT_KINDS: frozenset[str] = frozenset({
 
 # What a signature may say failed (`failure`), and so the values of the fact failure_kind.
 FAILURE_KINDS: frozenset[str] = frozenset({
-    "config_error", "cuda_error", "cuda_oom", "engine_died", "exception", "free_memory_low", "host_oom",
+    "config_error", "cuda_error", "cuda_oom", "engine_died", "engine_hang", "exception", "free_memory_low", "host_oom",
     "hub_auth", "hub_unreachable", "illegal_memory_access", "kv_memory_low", "kv_too_small",
     "memory_profiling_error", "model_not_found", "nccl_error", "nccl_timeout", "no_cache_blocks", "no_gpu",
-    "port_in_use", "request_rejected", "shared_memory", "swap_exhausted", "unidentified_error", "unsupported_gpu",
+    "port_in_use", "process_killed", "request_rejected", "shared_memory", "swap_exhausted", "unidentified_error",
+    "unsupported_gpu",
 })
 # Failures of GPU memory or of vLLM's memory sizing.
 MEMORY_FAILURES = frozenset({"cuda_oom", "kv_too_small", "no_cache_blocks", "free_memory_low", "kv_memory_low",
                              "memory_profiling_error", "swap_exhausted"})
 # Failures that say something broke but not what: a specific failure on any line explains them.
-GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died"})
+GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died", "engine_hang"})
 # Failures of one request the server refuses and goes on from (a prompt longer than max_model_len).
 REQUEST_FAILURES = frozenset({"request_rejected"})
 
@@ -107,14 +108,17 @@ PHASE_WORDS: Mapping[str, str] = {
 }
 FAILURE_WORDS: Mapping[str, str] = {
     "config_error": "a configuration error", "cuda_error": "a CUDA error", "cuda_oom": "CUDA out of memory",
-    "engine_died": "the engine died", "exception": "an exception", "free_memory_low": "too little free GPU memory",
+    "engine_died": "the engine died", "engine_hang": "a process waiting on a hung one", "exception": "an exception",
+    "free_memory_low": "too little free GPU memory",
     "host_oom": "host memory exhausted", "hub_auth": "Hugging Face authentication", "hub_unreachable":
     "Hugging Face unreachable", "illegal_memory_access": "an illegal memory access", "kv_memory_low":
     "too little memory for the KV cache", "kv_too_small": "KV cache smaller than max_model_len",
     "memory_profiling_error": "memory profiling disturbed", "model_not_found": "model not found",
     "nccl_error": "an NCCL error", "nccl_timeout": "an NCCL timeout",
     "no_cache_blocks": "no memory left for KV cache blocks",
-    "no_gpu": "no GPU found", "port_in_use": "port in use", "request_rejected": "a request refused",
+    "no_gpu": "no GPU found", "port_in_use": "port in use",
+    "process_killed": "a process killed by SIGKILL (often the kernel's OOM killer)",
+    "request_rejected": "a request refused",
     "shared_memory": "shared memory exhausted", "swap_exhausted": "the KV cache's CPU swap space exhausted",
     "unidentified_error": "an error whose type is cut off",
     "unsupported_gpu": "an unsupported GPU",

@@ -234,8 +234,14 @@ _NON_MEMORY_ADVICE = {
                         "mount, and that config.json is there"),
     "hub_unreachable": ("Check access to the Hugging Face Hub", "set HF_HUB_OFFLINE=1 with a pre-downloaded model, or "
                         "fix the proxy / network"),
-    "hub_auth": ("Give the server a token with access",
-                 "set HF_TOKEN for an account that accepted the model's licence"),
+    "hub_auth": ("Give the server a token with access, or check the model id",
+                 "set HF_TOKEN for an account that accepted the model's licence; the Hub answers 401 for a "
+                 "repository that does not exist, too"),
+    "process_killed": ("Find what killed the process", "check the pod's last state (OOMKilled, exit code 137) and "
+                       "the node's kernel log; if it was the OOM killer, give the container more host RAM or lower "
+                       "--swap-space / --cpu-offload-gb"),
+    "engine_hang": ("Find the rank that hung", "read the other processes' logs around the wait (an NCCL error or "
+                    "timeout, a worker that died); py-spy dump the stuck processes; rerun with NCCL_DEBUG=INFO"),
     "unsupported_gpu": ("Use a dtype or quantization this GPU supports", "e.g. --dtype half on GPUs older than Ampere "
                         "(compute capability < 8.0)"),
     "no_gpu": ("Make a GPU visible to the container", "check the device plugin, --gpus all, and CUDA_VISIBLE_DEVICES"),

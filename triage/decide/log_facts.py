@@ -235,6 +235,10 @@ def _recovered(event: LogEvent, kind: str, events: Sequence[LogEvent], signature
     stats = [e for e in later if e.kind == "stats"]
     if any(e.kind in ("server_up", "engine_ready") for e in later) or (len(stats) >= 2 and _live(stats[-1].fields)):
         return True
+    if kind == "engine_hang":       # a long wait the engine came out of: any later line of progress, of any process
+        return any(_live(e.fields) for e in stats) or any(
+            (sig := signatures.by_id.get(e.signature)) is not None and sig.phase is not None and not sig.failure
+            and e.kind != "traceback_frame" for e in later)
     if kind != "unidentified_error":
         return False
     before, _ = _marker_phase(events, signatures, event.seq)
@@ -260,7 +264,8 @@ def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> tuple
     # output handler) that are the shutdown itself; a specific failure (an OOM) still counts.
     failing = [e for e in events if (sig := signatures.by_id.get(e.signature)) and sig.failure
                and sig.failure not in REQUEST_FAILURES
-               and (stop is None or e.seq < stop or sig.failure not in GENERIC_FAILURES)]
+               and (stop is None or e.seq < stop or sig.failure not in GENERIC_FAILURES)
+               and not (e.kind == "traceback_start" and _closed(e, events, signatures))]
 
     def failure_of(e: LogEvent) -> str:
         return signatures.by_id[e.signature].failure or ""
@@ -272,7 +277,7 @@ def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> tuple
         same_line = [e for e in specific if (e.source.path, e.source.line) == first_line[:2]]
         same_line.sort(key=lambda e: (failure_of(e) not in MEMORY_FAILURES, e.seq))
         return same_line[0], failure_of(same_line[0])
-    for generic in ("exception", "unidentified_error", "engine_died"):
+    for generic in ("exception", "unidentified_error", "engine_died", "engine_hang"):
         found = [e for e in fatal if failure_of(e) == generic]
         if found:
             return found[0], generic
@@ -280,6 +285,39 @@ def _root_failure(events: Sequence[LogEvent], signatures: SignatureSet) -> tuple
     if fragment is not None and not _recovered(fragment, "unidentified_error", events, signatures):
         return fragment, "unidentified_error"
     return None
+
+
+def _one_per_error(failures: Sequence[LogEvent], events: Sequence[LogEvent]) -> list[LogEvent]:
+    """The failures, one per error: a line that announces an error ('Error in preprocessing prompt inputs') and the
+    exception line ending its traceback are one error: the same process, the same time (or none on the raw
+    traceback's line), nothing but traceback lines between them."""
+    kept: list[LogEvent] = []
+    previous: dict[str | None, LogEvent] = {}        # each process's last event that is not a traceback line
+    failing = {e.seq for e in failures}
+    for event in events:
+        if event.kind in ("traceback_start", "traceback_frame"):
+            continue
+        before = previous.get(event.process)
+        same = (before is not None and before.seq in failing
+                and (event.timestamp is None or event.timestamp == before.timestamp))
+        if event.seq in failing and not same:
+            kept.append(event)
+        previous[event.process] = event
+    return kept
+
+
+def _closed(start: LogEvent, events: Sequence[LogEvent], signatures: SignatureSet) -> bool:
+    """The traceback `start` opens ends with a line that names its error (a request refused, an EngineDeadError, an
+    OOM): that line is the failure, or the request failure the server answered and went on from."""
+    for event in events:
+        if event.seq <= start.seq or event.process != start.process:
+            continue
+        if event.kind == "traceback_start":
+            return False
+        sig = signatures.by_id.get(event.signature)
+        if sig is not None and sig.failure and sig.failure != "unidentified_error":
+            return True
+    return False
 
 
 _SURVIVED_LEVELS = frozenset({"DEBUG", "INFO", "WARNING"})
@@ -345,8 +383,9 @@ def _failure_facts(out: _Facts, events: Sequence[LogEvent], signatures: Signatur
                  and sig.failure != "unidentified_error"      # a traceback's own error line is counted
                  and (root is None or e is not root[0])
                  and (sig.failure in REQUEST_FAILURES or _recovered(e, sig.failure, events, signatures))]
-    if transient:
-        out.put("transient_errors", len(transient), [e.source for e in transient])
+    errors = _one_per_error(transient, events)
+    if errors:
+        out.put("transient_errors", len(errors), [e.source for e in errors])
     if root is None:
         return
     failure, kind = root
@@ -538,18 +577,25 @@ def _other_processes_from_oom(out: _Facts, oom: LogEvent) -> None:
 
 
 def _outside_torch_from_old_oom(out: _Facts, oom: LogEvent) -> None:
-    """torch < 2.1 prints no per-process figures, only what its own allocator reserved: the rest of the
-    used memory is this process's CUDA context plus every other process."""
-    total, free, reserved = (oom.fields.get(k) for k in ("gpu_total_gib", "free_gib", "reserved_gib"))
-    if total is None or free is None or reserved is None:
+    """An OOM text with no per-process figures (torch < 2.1, torch_npu, and ROCm's and XPU's, which torch builds
+    without NVML) still says what its own allocator reserved: the rest of the used memory is this process's
+    device context plus every other process. A free figure above the total (an APU sharing host RAM) says
+    nothing of the others."""
+    total, free = oom.fields.get("gpu_total_gib"), oom.fields.get("free_gib")
+    reserved = oom.fields.get("reserved_gib")
+    how = "reserved by PyTorch"
+    if reserved is None and oom.fields.get("allocated_gib") is not None and "this_process_gib" not in oom.fields \
+            and not oom.fields.get("process_gib"):
+        reserved = oom.fields["allocated_gib"] + (oom.fields.get("unallocated_gib") or 0.0)
+        how = "allocated and reserved by PyTorch"
+    if total is None or free is None or reserved is None or free > total:
         return
     outside = max(0.0, total - free - reserved - CUDA_CONTEXT_GIB)
     out.put("other_processes_gib", outside, [oom.source],
-            f"total {total:.2f} - free {free:.2f} - reserved by PyTorch {reserved:.2f} - about "
-            f"{CUDA_CONTEXT_GIB:.0f} GiB "
-            "for this process's CUDA context (torch of this age lists no processes)")
+            f"total {total:.2f} - free {free:.2f} - {how} {reserved:.2f} - about {CUDA_CONTEXT_GIB:.0f} GiB "
+            "for this process's device context (the error lists no processes)")
     out.put("this_process_gib", reserved + CUDA_CONTEXT_GIB, [oom.source],
-            f"reserved by PyTorch {reserved:.2f} GiB plus about {CUDA_CONTEXT_GIB:.0f} GiB of CUDA context")
+            f"{how} {reserved:.2f} GiB plus about {CUDA_CONTEXT_GIB:.0f} GiB of device context")
 
 
 # --- serving ------------------------------------------------------------------------------------

@@ -49,10 +49,14 @@ _JSON_TIME_KEYS = ("time", "timestamp", "ts", "@timestamp", "asctime")
 # vLLM's own prefixes: any number of "(Name pid=N[, ip=...]) ", torch's "[rankN]: ", then the logger
 # prefix "LEVEL MM-DD HH:MM:SS [file.py:N] " (brackets from 0.8.0; a path at DEBUG from 0.10.2).
 _PROCESS = re.compile(r"\((?P<name>[^()]*?)\s?pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*")
+# The same group at the start of a line a paste cut into: its "(" lost ("EngineCore_DP0 pid=12) ERROR ...").
+_PROCESS_CUT = re.compile(r"(?P<name>[A-Za-z_][\w.-]*(?: [\w.=-]+)*) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s*")
 _RANK = re.compile(r"\[rank(?P<rank>\d+)\]:\s?")
 _LOGGER = re.compile(
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<date>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d)(?:[.,]\d+)? "
     r"\[?(?P<file>[^\]\s]+?):(?P<lineno>\d+)\] ?")
+# The logger prefix a paste cut into, its level and the start of its date gone ("3 10:00:45 [core.py:718] ").
+_LOGGER_CUT = re.compile(r"(?:\d{1,2}(?:-\d\d)? )?\d\d:\d\d:\d\d(?:[.,]\d+)? \[?[\w./-]+\.py:\d+\] ?")
 _UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 # vLLM's loggers under a host program's logging config (VLLM_CONFIGURE_LOGGING=0, frameworks that own logging):
 # "INFO:vllm.worker.worker:msg" (basicConfig) and "- vllm.engine.llm_engine - INFO - msg" (its time stripped).
@@ -69,6 +73,12 @@ _RAY_REPEATED = re.compile(r"\s*\[repeated (?P<times>\d+)x across cluster\]\s*$"
 # cannot pass a parenthesis: linear, where a lazy scan for each "pid=" was quadratic on "(pid=1pid=1...".
 _GLUED = re.compile(
     r"(?<=\S)(?=(?:\((?=[^()]*pid=\d)[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d[ .,])")
+# A record a paste flattened onto the line before it, after a space: a second logger prefix in one line (as
+# _GLUED, with the file token too, so a message that mentions a level word and a time is not cut), or
+# uvicorn's "INFO:     " with its run of spaces.
+_SPACED = re.compile(
+    r"\s+(?=(?:\((?=[^()]*pid=\d)[^()]*\)\s*)*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?: \d\d-\d\d \d\d:\d\d:\d\d"
+    r"(?:[.,]\d+)? \[?[^\]\s]+?:\d+\] |:\s{2,}\S))")
 # Lines that begin a record of their own, as opposed to the tail of a line a terminal wrapped.
 _RECORD_START = re.compile(
     r"^(?:\s\s|\t|Traceback |During handling|The above exception|[\w.]+(?:Error|Exception|Warning|Exit)\b"
@@ -183,16 +193,48 @@ def _holds_level_word(window: str) -> bool:
     return any(word in window for word in _LEVEL_WORDS)
 
 
+def _may_hold_spaced_record(piece: str) -> bool:
+    """Where _SPACED could split: a level word after a space, past the line's own prefix."""
+    for word in _LEVEL_WORDS:
+        if f" {word} " in piece or f" {word}:  " in piece:
+            return True
+    return False
+
+
 def _split_segments(text: str) -> list[str]:
-    """tqdm rewrites a line with \\r; records get glued onto bars. One piece per record."""
+    """tqdm rewrites a line with \\r; records get glued onto bars, or a paste flattens them onto one line. One
+    piece per record."""
     pieces = [p for p in text.split("\r") if p.strip()] if "\r" in text else [text]
     out: list[str] = []
     for piece in pieces:
-        if _may_hold_glued_record(piece):
-            out.extend(part for part in _GLUED.split(piece) if part)
-        else:
-            out.append(piece)
+        parts = _GLUED.split(piece) if _may_hold_glued_record(piece) else [piece]
+        for part in parts:
+            if part and _may_hold_spaced_record(part):
+                out.extend(_split_spaced(part))
+            elif part:
+                out.append(part)
     return out or [""]
+
+
+_PROCESS_END = re.compile(r"\((?=[^()]*pid=\d)[^()]*\)$")
+PROCESS_GROUP_MAX = 200          # a "(Name pid=N, ip=...)" group is short: look no further back for one
+
+
+def _split_spaced(part: str) -> list[str]:
+    """A flattened paste's records: cut before every logger prefix after the first one (what comes before the
+    first, a process group or a collector's tag, stays with it), never between a record's process group and
+    its logger prefix."""
+    first = _LOGGER.search(part)
+    if first is None:
+        return [part]
+    pieces, start = [], 0
+    for m in _SPACED.finditer(part, first.end()):
+        if _PROCESS_END.search(part, max(start, m.start() - PROCESS_GROUP_MAX), m.start()):
+            continue
+        pieces.append(part[start:m.start()])
+        start = m.end()
+    pieces.append(part[start:])
+    return [p for p in pieces if p]
 
 
 def process_label(name: str | None, pid: str) -> str:
@@ -215,6 +257,9 @@ def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, p
     prefixed = wrapped
     names: list[str] = []
     pos = _process_groups(text, 0, names)
+    if not names and (m := _PROCESS_CUT.match(text)):
+        names.append(process_label(m["name"].strip(), m["pid"]))
+        pos = m.end()
     m = _RANK.match(text, pos)
     if m:
         names.append(f"rank{m['rank']}")
@@ -233,6 +278,9 @@ def _parse_prefixes(text: str, line: int, when: str | None, level: str | None, p
         pos = m.end()
     elif m := _HOST_LOGGING.match(text, pos):
         level, prefixed, vllm_prefix = m["level1"] or m["level2"], True, True
+        pos = m.end()
+    elif pos == 0 and (m := _LOGGER_CUT.match(text)):
+        prefixed, vllm_prefix = True, True
         pos = m.end()
     elif not names and pos == 0 and not embedded and _holds_level_word(text[:EMBEDDED_WINDOW]):
         inner = _EMBEDDED_RECORD.search(text, 1, EMBEDDED_WINDOW)
@@ -287,7 +335,8 @@ def plain_record(number: int, raw: str) -> Record | None:
     """The record of a line of that common shape, read in one match; None for any other line."""
     m = _PLAIN.match(raw)
     if m is None or "\r" in raw or _holds_ansi(raw) \
-            or (_may_hold_glued_record(raw) and _GLUED.search(raw)) or raw.endswith("across cluster]"):
+            or (_may_hold_glued_record(raw) and _GLUED.search(raw)) or raw.endswith("across cluster]") \
+            or (_may_hold_spaced_record(raw[m.end():]) and _SPACED.search(raw, m.end())):
         return None
     process = None if m["pid"] is None else process_label(m["name"].strip(), m["pid"])
     return Record(number, raw, raw[m.end():], process, m["level"], f"{m['date']} {m['time']}", True, True,

@@ -193,9 +193,11 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         # Two readings of a wrapped record: a terminal cuts a line anywhere (join as is), a ticket re-flows
         # it at a space it then drops (join with a space). Both are followed; the stronger one is kept.
         spaced, spaced_hits, spaced_text, reflowed = message, hits, rec.text, False
-        # A short vLLM line holding an anchor but matching nothing may be the head of a line wrapped early.
+        # A short vLLM message matching nothing may be the head of a line wrapped early: its prefix took most of a
+        # terminal's width (fold -w 80 leaves 24 characters of a V1 message, its anchor cut in two), or it holds
+        # an anchor whose tail is on the next line.
         anchored = (not hits and rec.vllm_prefix and len(message) < MIN_WRAP_CANDIDATE
-                    and bool(signatures.anchors_in(message)))
+                    and (rec.width >= MIN_WRAP_CANDIDATE or bool(signatures.anchors_in(message))))
         while joined < MAX_WRAP_JOIN and (hits or spaced_hits or len(message) >= MIN_WRAP_CANDIDATE or anchored):
             nxt = peek()
             if nxt is None or isinstance(nxt, StatsRun) or nxt.line != last_line + 1 or not nxt.continues_previous:

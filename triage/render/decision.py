@@ -174,6 +174,7 @@ def _other(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, ...
 
 
 def _inconclusive(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, ...]]:
+    """Only when no rule decided (an inconclusive rule states its own decided_by)."""
     return "nothing: no rule could decide from this input (Not assessed says what is missing)", ()
 
 
