@@ -1110,6 +1110,8 @@ id = "queue_seen"
 kind = "serving_progress"
 anchor = "Waiting: "
 regex = 'Waiting: (?P<waiting>\\d+) reqs'
+source = "a test's own"
+bands = { v1 = "Running: 3 reqs, Waiting: 0 reqs" }
 fields = { waiting = "int" }
 samples = ["Running: 3 reqs, Waiting: 0 reqs"]
 ''')
@@ -1133,6 +1135,8 @@ id = "three_running"
 kind = "serving_progress"
 anchor = "Running: 3 reqs"
 regex = 'Running: 3 reqs'
+source = "a test's own"
+bands = { v1 = "Running: 3 reqs, Waiting: 0 reqs" }
 samples = ["Running: 3 reqs, Waiting: 0 reqs"]
 ''')
     lines = [(n, _STATS_LINE.replace("Running: 3", f"Running: {3 + n % 2}")) for n in range(1, 13)]
@@ -1160,6 +1164,8 @@ id = "own_banner"
 kind = "version"
 anchor = "{anchor}"
 regex = '{anchor}'
+source = "a test's own"
+bands = {{ v1 = "{anchor}" }}
 samples = ["{anchor}"]
 ''')
         lines = [(n, holder if n % 3 == 0 else between) for n in range(1, 31)]

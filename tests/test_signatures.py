@@ -89,6 +89,8 @@ id = "made_up"
 kind = "zebra_crossing"
 anchor = "took"
 regex = 'took'
+source = "a test's own"
+bands = { v1 = "took" }
 samples = ["took"]
 """)
     with pytest.raises(RuleError) as err:
@@ -109,6 +111,8 @@ id = "broken"
 kind = "weights_loaded"
 anchor = "took"
 regex = '''took (?P<n>[\\d.+ GB'''
+source = "a test's own"
+bands = { v1 = "took 1 GB" }
 samples = ["took 1 GB"]
 """
 
@@ -140,6 +144,8 @@ id = "typo"
 kind = "weights_loaded"
 anchor = "took"
 regex = 'took'
+source = "a test's own"
+bands = { v1 = "took" }
 sampels = ["took"]
 samples = ["took"]
 """)
@@ -155,6 +161,8 @@ id = "noanchor"
 kind = "weights_loaded"
 anchor = "Model loading took"
 regex = 'loading'
+source = "a test's own"
+bands = { v1 = "weights loading done" }
 samples = ["weights loading done"]
 """)
     with pytest.raises(RuleError) as err:
@@ -169,6 +177,8 @@ id = "nogroup"
 kind = "weights_loaded"
 anchor = "took"
 regex = 'took (\\d+)'
+source = "a test's own"
+bands = { v1 = "took 3" }
 fields = { seconds = "int" }
 samples = ["took 3"]
 """)
@@ -186,9 +196,32 @@ id = "slow"
 kind = "weights_loaded"
 anchor = "x"
 regex = '(x|xx)+y'           # exponential: the regex module cannot shortcut it
+source = "a test's own"
+bands = { v1 = "xxy" }
 samples = ["xxy"]
 """)
     sigs = load_signatures(folder)
     start = time.monotonic()
     assert sigs.match("x" * 40) == []
     assert time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize("lines,key,message", [
+    ('bands = { v1 = "took 1 GB" }', "signature nosource.source", "missing required key"),
+    ('source = "vllm/x.py: f"', "signature nosource.bands", "missing required key"),
+    ('source = "vllm/x.py: f"\nbands = { v2 = "took 1 GB" }', "signature nosource.bands.v2", "unknown release band"),
+    ('source = "vllm/x.py: f"\nbands = { v1 = "it weighed 1 GB" }', "signature nosource.bands.v1", "the anchor"),
+])
+def test_a_signature_names_its_source_and_a_line_per_band(tmp_path, lines, key, message):
+    folder = _write(tmp_path, f"""
+[[signature]]
+id = "nosource"
+kind = "weights_loaded"
+anchor = "took"
+regex = 'took'
+{lines}
+""")
+    with pytest.raises(RuleError) as err:
+        load_signatures(folder)
+    assert key in str(err.value) and message in str(err.value), str(err.value)
+

@@ -141,10 +141,10 @@ def _example_failures(kit: Toolkit, dirs: Sequence[Path]) -> Iterator[Failure]:
 
 def _sample_failures(signatures: SignatureSet) -> Iterator[Failure]:
     for sig in signatures.signatures:
-        for i, sample in enumerate(sig.samples):
+        for i, (sample, key) in enumerate(zip(sig.samples, sig.sample_keys())):
             problem = sample_problem(signatures, sig, sample, first=i == 0)
             if problem:
-                yield Failure(sig.origin, f"signature {sig.id}.samples[{i}]", problem)
+                yield Failure(sig.origin, f"signature {sig.id}.{key}", problem)
 
 
 def run_rule_tests(kit: Toolkit, rules_dir: Path) -> Outcome:

@@ -37,6 +37,14 @@ def problems_first(severity_of: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(sorted(VERDICTS, key=lambda v: (SEVERITIES.index(severity_of[v]) < floor, VERDICTS.index(v))))
 
 
+# vLLM's release bands, as its log formats tell them apart: each signature gives a line as every band it
+# exists in prints it.
+RELEASE_BANDS: Mapping[str, str] = {
+    "v0-old": "the V0 engine, 0.2.0 - 0.4.x (file.py:N] prefix, no process prefixes before 0.4.2)",
+    "v0-late": "the V0 engine, 0.5.0 - 0.10.2 (VllmWorkerProcess prefixes; [file.py:N] from 0.8.0)",
+    "v1": "the V1 engine, 0.8.0 - newest (EngineCore, APIServer and Worker prefixes)",
+}
+
 # The phases of a vLLM startup, in the order they happen. A failure's phase is evidence.
 PHASES: tuple[str, ...] = (
     "initialization",       # process and device set-up, the free-memory check, NCCL init

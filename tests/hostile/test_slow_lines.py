@@ -70,6 +70,8 @@ id = "catastrophic"
 kind = "exception"
 anchor = "x"
 regex = '(x|xx)+y'           # exponential: the regex module cannot shortcut it
+source = "a test's own"
+bands = { v1 = "xxy" }
 samples = ["xxy"]
 """
 

@@ -25,7 +25,7 @@ from ..bundled import bundled_dir
 from ..errors import RuleError, did_you_mean
 from ..records import record
 from ..sources.scan import BulkPattern, QuietLines, bulk_pattern, quiet_lines_possible
-from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES, STATS_PEAKS
+from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES, RELEASE_BANDS, STATS_PEAKS
 from .envelope import QUIET_HEAD, QUIET_STOPS, STATS_PREFIX
 from .phases import FunctionPhase, function_table, parse_functions
 
@@ -107,7 +107,7 @@ FIELD_TYPES: Mapping[str, Callable[[str], Any]] = {
     "xla_size": _to_xla_size_gib,
 }
 _SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "phase_done", "failure",
-                   "samples", "also", "catch_all", "generic", "bulk", "versions", "note"}
+                   "samples", "also", "catch_all", "generic", "bulk", "versions", "note", "source", "bands"}
 
 
 @record(slots=True)
@@ -127,8 +127,16 @@ class Signature:
     samples: tuple[str, ...]
     also: tuple[str, ...]
     versions: str
+    source: str                       # where the text comes from: vLLM's file and function, or the library's
+    bands: Mapping[str, str]          # release band (vocabulary.RELEASE_BANDS) -> a line as that band prints it;
+                                      # `samples` holds them first, the newest band's (the most figures) leading
     origin: str                       # file it came from, for messages
     plan: tuple[tuple[str, Callable[[str], Any], bool], ...] = ()   # (field, converter, collects every capture)
+
+    def sample_keys(self) -> tuple[str, ...]:
+        """Where each of `samples` is written in the signature's file: `bands.v1`, ..., then `samples[i]`."""
+        bands = [f"bands.{band}" for band in _NEWEST_FIRST if band in self.bands]
+        return (*bands, *(f"samples[{i}]" for i in range(len(self.samples) - len(bands))))
 
     @property
     def pattern(self) -> Any:
@@ -701,6 +709,13 @@ def _compiled(where: str, ident: str, text: str, fields: tuple[str, ...]) -> Any
     return pattern
 
 
+_REQUIRED_HINTS = {
+    "source": 'where the text is made, e.g. source = "vllm/v1/core/kv_cache_utils.py: check_enough_kv_cache_memory"',
+    "bands": "a [signature.bands] table: v0-old, v0-late, v1 = a line as that band prints it",
+}
+_NEWEST_FIRST = tuple(RELEASE_BANDS)[::-1]
+
+
 def _parse_signature(path: Path, index: int, entry: Any, compile_now: bool) -> Signature:
     where = str(path)
     if not isinstance(entry, dict):
@@ -711,10 +726,10 @@ def _parse_signature(path: Path, index: int, entry: Any, compile_now: bool) -> S
         if name not in _SIGNATURE_KEYS:
             raise RuleError(where, f"{key}.{name}", "unknown key", did_you_mean(name, _SIGNATURE_KEYS)
                             or f"known keys: {', '.join(sorted(_SIGNATURE_KEYS))}")
-    for required in ("id", "kind", "anchor", "regex", "samples"):
+    for required in ("id", "kind", "anchor", "regex", "source", "bands"):
         if required not in entry:
-            raise RuleError(where, f"{key}.{required}", "missing required key")
-    for name in ("id", "kind", "anchor", "regex"):
+            raise RuleError(where, f"{key}.{required}", "missing required key", _REQUIRED_HINTS.get(required, ""))
+    for name in ("id", "kind", "anchor", "regex", "source"):
         if not isinstance(entry[name], str) or not entry[name]:
             raise RuleError(where, f"{key}.{name}", "must be a non-empty string")
     fields = entry.get("fields", {})
@@ -740,10 +755,21 @@ def _parse_signature(path: Path, index: int, entry: Any, compile_now: bool) -> S
     phase = entry.get("phase")
     if phase is not None and phase not in PHASES:
         raise RuleError(where, f"{key}.phase", f"unknown phase {phase!r}", f"one of {', '.join(PHASES)}")
-    samples = entry["samples"]
-    if not isinstance(samples, list) or not samples or not all(isinstance(s, str) for s in samples):
-        raise RuleError(where, f"{key}.samples", "must be a non-empty list of sample lines",
-                        "add at least one real line this signature must match")
+    bands = entry["bands"]
+    if not isinstance(bands, dict) or not bands:
+        raise RuleError(where, f"{key}.bands", "must be a table of release band = sample line",
+                        f"the bands are {', '.join(RELEASE_BANDS)}")
+    for band, line in bands.items():
+        if band not in RELEASE_BANDS:
+            raise RuleError(where, f"{key}.bands.{band}", f"unknown release band {band!r}",
+                            did_you_mean(band, RELEASE_BANDS) or f"one of {', '.join(RELEASE_BANDS)}")
+        if not isinstance(line, str) or entry["anchor"] not in line:
+            raise RuleError(where, f"{key}.bands.{band}", f"must be a line holding the anchor {entry['anchor']!r}",
+                            "the line as vLLM of that band prints it")
+    samples = entry.get("samples", [])
+    if not isinstance(samples, list) or not all(isinstance(s, str) for s in samples):
+        raise RuleError(where, f"{key}.samples", "must be a list of sample lines",
+                        "more lines it must match besides one per band (other wordings, wrappers)")
     for i, sample in enumerate(samples):
         if entry["anchor"] not in sample:
             raise RuleError(where, f"{key}.samples[{i}]", f"does not contain the anchor {entry['anchor']!r}",
@@ -760,6 +786,6 @@ def _parse_signature(path: Path, index: int, entry: Any, compile_now: bool) -> S
         phase=phase, phase_done=bool(entry.get("phase_done", False)), failure=failure,
         catch_all=bool(entry.get("catch_all", False)),
         generic=bool(entry.get("generic", False)), bulk=bool(entry.get("bulk", False)),
-        samples=tuple(samples), also=tuple(also),
-        versions=str(entry.get("versions", "")), origin=where,
+        samples=(*(bands[b] for b in _NEWEST_FIRST if b in bands), *samples), also=tuple(also),
+        versions=str(entry.get("versions", "")), source=entry["source"], bands=dict(bands), origin=where,
         plan=tuple((name, FIELD_TYPES[kind.removesuffix("[]")], kind.endswith("[]")) for name, kind in fields.items()))
