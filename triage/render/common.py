@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from ..facts import FACTS
 from ..model import Fact, Finding, Fix, FleetView, InputSummary, LaunchCommand, Report, SourceRef, TimeWindow
+from ..vocabulary import KV_SATURATED
 
 # The GPU memory picture, in the order the issue draws it. (fact, label)
 MEMORY_PARTS: tuple[tuple[str, str], ...] = (
@@ -240,7 +241,7 @@ def instance_figures(figures: Mapping[str, Any], sep: str = "  ") -> str:
     f = figures
     parts = []
     if "kv_cache_usage_max" in f:
-        full = f" (>= 95 % for {f['saturated_share']:.0%})" if f.get("saturated_share") else ""
+        full = f" (>= {100 * KV_SATURATED:.0f} % for {f['saturated_share']:.0%})" if f.get("saturated_share") else ""
         parts.append(f"KV max {f['kv_cache_usage_max']:.0%}{full}")
     if "preemptions" in f:
         rate = f" ({f['preemption_rate_per_min']:.1f}/min)" if "preemption_rate_per_min" in f else ""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..model import Diagnosis, InstanceView, SourceRef
 from ..records import record
-from ..vocabulary import PROBLEM_SEVERITY, SEVERITIES, VERDICTS
+from ..vocabulary import KV_SATURATED, PROBLEM_SEVERITY, SEVERITIES, VERDICTS
 
 if TYPE_CHECKING:
     from ..metrics.parse import MetricSample
@@ -133,7 +133,7 @@ def _stands_out(figures: Mapping[str, object], everyone: Sequence[Mapping[str, o
                        + (f" of {budget.value:.2f} GiB" if budget else ""))
     share = figures.get("saturated_share")
     if isinstance(share, float) and share >= SATURATED_NOTABLE_SHARE:
-        reasons.append(f"KV cache >= 95 % full for {share:.0%} of the window")
+        reasons.append(f"KV cache >= {KV_SATURATED:.0%} full for {share:.0%} of the window")
     ttft = figures.get("ttft_p95_seconds")
     peers = [t for f in everyone if isinstance(t := f.get("ttft_p95_seconds"), float)]
     typical = _median(peers) if len(peers) >= 3 else None
