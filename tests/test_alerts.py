@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from triage.alerts import KV_NEW, KV_OLD, PREEMPTIONS, metric_names, to_yaml
+from triage.vocabulary import KV_SATURATED
 
 from conftest import FIXTURES, diagnose_files, run_cli
 
@@ -142,7 +143,7 @@ def test_the_alerts_fire_on_this_incidents_figures_and_not_on_a_healthy_server(p
     kv_rule = next(r for r in rules if r["alert"] == "VLLMKVCacheNearlyFull")
     named = [{"eval_time": "25m", "alertname": "VLLMKVCacheNearlyFull", "exp_alerts": [{
         "exp_labels": {"severity": "warning", **bare},
-        "exp_annotations": {"summary": "vLLM KV cache above 95% on 10.0.0.7:8000",
+        "exp_annotations": {"summary": f"vLLM KV cache above {KV_SATURATED:.0%} on 10.0.0.7:8000",
                             "description": kv_rule["annotations"]["description"]
                             .replace("{{ $labels.model_name }}", "m")
                             .replace("{{ $value | humanizePercentage }}", "99%"),
@@ -162,7 +163,7 @@ def _annotations(rules, name, facts, labels):
              "VLLMPreempting": f"{round(facts['preemption_rate_per_min'].value):g}",
              "VLLMRequestsQueueing": None, "VLLMContainerRestarting": "2"}[name]   # 0 -> 2 restarts by 12m
     who = f"pod {labels['pod']} in {labels['namespace']}"     # readable, never "vllm-0llm" run together
-    out = {"summary": {"VLLMKVCacheNearlyFull": f"vLLM KV cache above 95% on {who}",
+    out = {"summary": {"VLLMKVCacheNearlyFull": f"vLLM KV cache above {KV_SATURATED:.0%} on {who}",
                        "VLLMPreempting": f"vLLM is preempting requests on {who}",
                        "VLLMRequestsQueueing": f"vLLM request queue growing on {who}",
                        "VLLMContainerRestarting":

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from triage.vocabulary import KV_SATURATED
+
 from conftest import ROOT, note_artifacts, run_cli
 
 REPORTS = ROOT / "tests" / "reports"
@@ -316,17 +318,17 @@ def test_the_first_screen_leads_with_the_decision_and_draws_it(browser, decision
 
 
 @pytest.mark.parametrize("screen", list(SCREENS), indirect=True)
-def test_the_timeline_has_axes_units_and_the_95_percent_line(browser, decision_pages, screen):
+def test_the_timeline_has_axes_units_and_the_saturation_line(browser, decision_pages, screen):
     from selenium.webdriver.common.by import By
     page, data = decision_pages["preemption_slowdown"]
     open_page(browser, page)
     kv = browser.find_element(By.CSS_SELECTOR, "#timeline .chart-kv")
     labels = [t.text for t in kv.find_elements(By.CSS_SELECTOR, ".ytick, .ylimit")]
-    assert "0 %" in labels and "100 %" in labels and "95 %: saturated" in labels
+    assert "0 %" in labels and "100 %" in labels and f"{100 * KV_SATURATED:.0f} %: saturated" in labels
     plot = _rect(browser, kv.find_element(By.CSS_SELECTOR, ".plot svg"))
     line = _rect(browser, kv.find_element(By.CSS_SELECTOR, "line.limit-line"))
-    height_95 = plot["bottom"] - (plot["bottom"] - plot["top"]) * 0.98 * 0.95   # the charts keep 2 % at the top
-    assert line["top"] == pytest.approx(height_95, abs=3)
+    saturated = plot["bottom"] - (plot["bottom"] - plot["top"]) * 0.98 * KV_SATURATED  # the charts keep 2 % at the top
+    assert line["top"] == pytest.approx(saturated, abs=3)
     for key in ("requests", "preemptions"):
         chart = browser.find_element(By.CSS_SELECTOR, f"#timeline .chart-{key}")
         ticks = [t.text for t in chart.find_elements(By.CSS_SELECTOR, ".ytick")]
