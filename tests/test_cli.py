@@ -38,7 +38,7 @@ def test_healthy_exits_0():
 
 def test_no_vllm_output_exits_3():
     result = run_cli("-", stdin=b"just some text\n")
-    assert result.returncode == 3 and b"Nothing in the input looks like vLLM output" in result.stdout
+    assert result.returncode == 3 and b"Nothing in the input is vLLM's own output" in result.stdout
 
 
 def test_subcommand_form_and_module_form_agree(tmp_path):

@@ -27,10 +27,18 @@ def _first(args, fmt="text") -> str:
 def test_a_restart_loop_is_said_under_the_verdict_not_at_line_39():
     text = _first([RESTARTING])
     assert text.startswith("WEIGHTS DON'T FIT")
-    assert "Restarts:   3 of 3 startups in this input ended as weights_dont_fit; this report is about the last" in text
+    assert "Restarts:   all 3 startups in this input ended as weights_dont_fit; this report is about the last" in text
     assert "Impact:     the server never started" in text
     full = run_cli(RESTARTING).stdout.decode()
-    assert full.count("3 of 3 startups") == 1                             # said once, at the top
+    assert full.count("all 3 startups") == 1                              # said once, at the top
+
+
+def test_every_earlier_startup_s_verdict_is_named():
+    """Two startups refused for free memory, then one with too small a KV cache: none goes unnamed."""
+    log = FIXTURES / "logs" / "v1" / "kv_cache_too_small-llama31-8b-a10g-restarts-after-free-mem-failures.log"
+    text = _first([str(log)])
+    assert ("Restarts:   3 startups in this input: 1-2 ended as external_pressure, 3 ended as kv_cache_too_small; "
+            "this report is about the last") in text
 
 
 def test_the_deciding_comparison_is_the_incidents_own_figures():

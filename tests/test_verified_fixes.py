@@ -39,9 +39,13 @@ def test_every_fix_says_what_the_model_made_of_it_and_only_a_checked_one_leads(k
             assert f"predicted: {fix.predicted['summary'][:40]}" in flat
         elif fix.status == "unchecked":
             assert f"{fix.action} (unchecked" in text
-        elif fix.status == "not_enough":                  # listed apart, after every fix that may work
-            assert 0 < short_at < text.find(f"{number}. {fix.action}: ")
+        elif fix.status == "not_enough":                  # listed apart, after every fix that may work, unnumbered
+            assert 0 < short_at < text.find(f"- {fix.action}: ")
+            assert f"{number}. {fix.action}" not in text
             assert all(f.status == "not_enough" for f in report.diagnosis.fixes[number - 1:])
+    statuses = [f.status for f in report.diagnosis.fixes if "other_process_pids" not in f.computed_from]
+    if "unchecked" in statuses:                           # a checked fix always comes before an unchecked one
+        assert "checked" not in statuses[statuses.index("unchecked"):]
     if report.launch is not None:
         lead = report.diagnosis.fixes[report.launch.fix_index - 1]
         assert lead.status == "checked" and lead.flag and all(
@@ -174,13 +178,13 @@ def _json_scenario(*args):
 
 def test_the_gpu_given_on_the_command_line_sizes_the_fix():
     _, bare = _json(str(FIXTURES / "logs" / README_LOG))
-    raise_util = bare["fixes"][1]
+    raise_util = next(f for f in bare["fixes"] if f["flag"] == "--gpu-memory-utilization")
     assert raise_util["status"] == "unchecked" and raise_util["needs"] == ["--gpu NAME or --gpu-memory-gib GIB"]
     _, given = _json(str(FIXTURES / "logs" / README_LOG), "--gpu", "L4")
     assert given["facts"]["gpu_total_gib"]["value"] == 22.05
     assert given["facts"]["gpu_total_gib"]["note"].startswith("given: --gpu L4 (NVIDIA L4: 22.05 GiB")
-    assert given["fixes"][1]["action"] == ("Raising --gpu-memory-utilization is not enough: 131072 "
-                                           "tokens would need 1.05")
+    sized = next(f for f in given["fixes"] if f["action"] == "Raising --gpu-memory-utilization")
+    assert sized["status"] == "not_enough" and sized["why"].startswith("131072 tokens would need 1.05")
 
 
 def test_the_model_config_checks_what_the_log_could_not():
@@ -197,8 +201,9 @@ def test_the_node_s_gpus_bound_the_tensor_parallel_fix():
     _, bare = _json(log)
     assert bare["fixes"][0]["action"] == "--tensor-parallel-size 8"
     _, four = _json(log, "--gpus", "4")
-    assert not any(f["flag"] == "--tensor-parallel-size" for f in four["fixes"])
-    assert four["fixes"][0]["action"].startswith("The weights need more than the 4 GPUs of this node (--gpus)")
+    assert not any(f["flag"] == "--tensor-parallel-size" and f["value"] for f in four["fixes"])
+    beyond = next(f for f in four["fixes"] if f["action"].startswith("Splitting the weights over more GPUs"))
+    assert beyond["status"] == "not_enough" and "need more than the 4 GPUs of this node (--gpus)" in beyond["why"]
 
 
 @pytest.mark.parametrize("args,needle", [

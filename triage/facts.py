@@ -30,6 +30,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     # Identity and settings
     _spec("vllm_version", str, None, "vLLM version printed by the server or the engine config line."),
     _spec("engine", str, None, "Engine generation: v0 or v1."),
+    _spec("release_band", str, None,
+          "The oldest vLLM release band the log's formats allow, when it names no version (v0-old, v0-late, v1)."),
     _spec("model", str, None, "Model name or path being served."),
     _spec("max_model_len", int, "tokens", "Maximum sequence length the engine was asked to serve."),
     _spec("gpu_memory_utilization", float, "ratio", "Fraction of GPU memory vLLM may use (its budget)."),
@@ -122,6 +124,8 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("waiting_max", int, "requests", "Largest waiting (pending) queue."),
     _spec("running_max", int, "requests", "Most requests running at once."),
     _spec("running_at_saturation", int, "requests", f"Requests running while the KV cache was >= {_FULL} full."),
+    _spec("running_below_saturation", int, "requests",
+          f"Most requests running at once while the KV cache stayed below {_FULL} and none was preempted."),
     _spec("swapped_max", int, "requests", "Most requests swapped to CPU (V0)."),
     _spec("preemptions", int, "preemptions",
           "Preemptions: V0's cumulative counter, V1's per-interval sum, or the metric."),

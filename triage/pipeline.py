@@ -39,7 +39,7 @@ from .model import (
 )
 from .records import record
 from .redact import Redactor
-from .report.command import headline_command
+from .report.command import fixes_the_release_has, headline_command
 from .report.fleet import Unit, instance_views, key_figures, split_units, unit_name, worst
 from .report.runbooks import runbook_link
 from .sources.files import LineReader, LogInput
@@ -110,7 +110,10 @@ def prescribe(diagnosis: Diagnosis, kit: Toolkit, given: Given | None = None) ->
     from .capacity import NOTHING_GIVEN  # the capacity model, only once a fix is computed
     from .capacity import prescribe as sized_fixes
     fixes = sized_fixes(names, diagnosis.facts, diagnosis.verdict, given or NOTHING_GIVEN)
-    return dataclasses.replace(diagnosis, fixes=fixes)
+    facts = diagnosis.facts
+    version = facts["vllm_version"].value if "vllm_version" in facts else None
+    band = facts["release_band"].value if "release_band" in facts else None
+    return dataclasses.replace(diagnosis, fixes=fixes_the_release_has(fixes, version, band))
 
 
 def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
@@ -352,8 +355,9 @@ def assemble(incident: Incident, kit: Toolkit, evidence: Evidence, diagnosed: Ru
     failure = last.facts.get("failure_message")
     failing = last.facts.get("failing_process")
     version = last.facts["vllm_version"].value if "vllm_version" in last.facts else None
+    band = last.facts["release_band"].value if "release_band" in last.facts else None
     launch = headline_command(last.fixes, [*(history.settings if chosen.with_log else ()), *chosen.attempt.events],
-                              version)
+                              version, band)
     points = timeline(chosen.attempt.events)
     scraped = metric_timeline(chosen.unit.samples if chosen.unit else evidence.samples)
     if not points:

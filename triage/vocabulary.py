@@ -44,6 +44,9 @@ RELEASE_BANDS: Mapping[str, str] = {
     "v0-late": "the V0 engine, 0.5.0 - 0.10.2 (VllmWorkerProcess prefixes; [file.py:N] from 0.8.0)",
     "v1": "the V1 engine, 0.8.0 - newest (EngineCore, APIServer and Worker prefixes)",
 }
+# The first release of each band: a log that names no version has its fixes and command checked against the
+# oldest release its formats allow, so no flag is offered that its release may lack.
+RELEASE_BAND_FIRST: Mapping[str, str] = {"v0-old": "0.2.0", "v0-late": "0.5.0", "v1": "0.8.0"}
 
 # The phases of a vLLM startup, in the order they happen. A failure's phase is evidence.
 PHASES: tuple[str, ...] = (
@@ -94,7 +97,8 @@ REQUEST_FAILURES = frozenset({"request_rejected"})
 # Rules are checked against these names without loading the capacity model (a healthy log needs none).
 FIX_NAMES: frozenset[str] = frozenset({
     "max_model_len_that_fits", "utilization_for_max_model_len", "kv_cache_dtype_fp8", "tensor_parallel_for_kv",
-    "max_num_seqs_for_kv", "more_kv_for_preemption", "tensor_parallel_for_weights", "smaller_weights",
+    "max_num_seqs_for_kv", "more_kv_for_preemption", "more_gpus_for_preemption", "tensor_parallel_for_weights",
+    "smaller_weights",
     "cpu_offload", "utilization_within_free_memory", "free_other_processes", "utilization_headroom",
     "enforce_eager", "not_memory_advice", "cpu_kv_space_within_free", "cpu_utilization_within_free",
     "cpu_kv_space_for_max_model_len", "cpu_kv_space_for_load", "more_swap_space",

@@ -24,6 +24,7 @@ from .kv_fixes import (
     kv_cache_dtype_fp8,
     max_model_len_that_fits,
     max_num_seqs_for_kv,
+    more_gpus_for_preemption,
     more_kv_for_preemption,
     more_swap_space,
     tensor_parallel_for_kv,
@@ -50,6 +51,7 @@ FIXES: Mapping[str, FixSolver] = {
     "tensor_parallel_for_kv": tensor_parallel_for_kv,
     "max_num_seqs_for_kv": max_num_seqs_for_kv,
     "more_kv_for_preemption": more_kv_for_preemption,
+    "more_gpus_for_preemption": more_gpus_for_preemption,
     "more_swap_space": more_swap_space,
     # weights_dont_fit, external_pressure, other_failure
     "tensor_parallel_for_weights": tensor_parallel_for_weights,
@@ -77,18 +79,25 @@ def prescribe(names: Sequence[str], facts: Facts, verdict: str, given: Given = N
     return arrange_fixes(fixes, facts, verdict)
 
 
+# Checked fixes before the ones the capacity model could not check; levers that fall short alone last.
+_ORDER = {"checked": 0, "unchecked": 1, "advice": 1, "not_enough": 2}
+
+
 def arrange_fixes(fixes: list[Fix], facts: Facts, verdict: str) -> tuple[Fix, ...]:
-    """Every fix with its status; when the evidence names another process, finding and stopping it comes first;
-    fixes the model predicts fail or fall short go last (shown as "not enough alone", never as the fix)."""
+    """Every fix with its status, in the order to try them: when the evidence names another process, finding and
+    stopping it comes first; then the fixes the capacity model checked, then the ones it could not check (and
+    advice), each in the rule's order; last the levers the model predicts fail or fall short alone (shown as "not
+    enough alone", never numbered as a fix)."""
     out: list[Fix] = []
     for fix in fixes:
         if not fix.status:
             fix = dataclasses.replace(fix, status="advice" if fix.value is None else "unchecked")
         if all(fix.action != seen.action for seen in out):
             out.append(fix)
+    first: list[Fix] = []
     if verdict in MEMORY_VERDICTS and names_another_process(facts):
         first = [f for f in out if f.computed_from and "other_process_pids" in f.computed_from]
         if not first:
             first = [dataclasses.replace(f, status="advice") for f in free_other_processes(facts, NOTHING_GIVEN)]
-        out = first + [f for f in out if f not in first]
-    return tuple([f for f in out if f.status != "not_enough"] + [f for f in out if f.status == "not_enough"])
+    rest = [f for f in out if f not in first]
+    return tuple(first + sorted(rest, key=lambda f: _ORDER[f.status]))      # stable: the rule's order within

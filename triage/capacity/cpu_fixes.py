@@ -82,9 +82,10 @@ def cpu_kv_space_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) -
     value = math.ceil(needed * 1.01)
     room = f"; the node has {total:.2f} GiB" if total else "; check that the node has that much free"
     if total and value > total * (1 - CPU_FREE_MARGIN):
-        return [Fix(action=f"No KV cache size fits: {value} GiB is more than this node can give",
-                    why=f"one request of max_model_len needs {needed:g} GiB of KV cache{room}; lower --max-model-len",
-                    computed_from=("kv_needed_gib", "gpu_total_gib"), reference=DOCS_MEMORY)]
+        return [Fix(action="Raising VLLM_CPU_KVCACHE_SPACE",
+                    why=f"no size fits: {value} GiB would be needed, more than this node can give (one request of "
+                        f"max_model_len needs {needed:g} GiB of KV cache{room}); lower --max-model-len",
+                    computed_from=("kv_needed_gib", "gpu_total_gib"), reference=DOCS_MEMORY, status="not_enough")]
     return [Fix(action=f"VLLM_CPU_KVCACHE_SPACE={value}", flag="VLLM_CPU_KVCACHE_SPACE", value=value,
                 why=f"one request of max_model_len needs {needed:g} GiB of KV cache, plus the block "
                     f"vLLM holds back{room} (or --kv-cache-memory-bytes {value * GIB_BYTES})",

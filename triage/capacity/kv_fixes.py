@@ -45,10 +45,10 @@ def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[
         used = ("kv_cache_gib", "kv_needed_gib", "max_model_len")
     else:
         if g.kv_gib is not None and g.kv_gib.value <= 0:
-            return [Fix(action="No --max-model-len fits: the weights and activations already take the whole budget "
-                               f"(available KV memory {g.kv_gib.value:.2f} GiB)",
-                        why="lowering the length cannot help; free memory for the KV cache first",
-                        computed_from=("kv_cache_gib",), reference=DOCS_MEMORY)]
+            return [Fix(action="Lowering --max-model-len",
+                        why="no length fits, since the weights and activations already take the whole budget "
+                            f"(available KV memory {g.kv_gib.value:.2f} GiB); free memory for the KV cache first",
+                        computed_from=("kv_cache_gib",), reference=DOCS_MEMORY, status="not_enough")]
         return [Fix(action="Lower --max-model-len to what the workload needs",
                     why="the log does not give the KV capacity, so the largest length that fits is unknown",
                     flag="--max-model-len", reference=DOCS_MEMORY)]
@@ -64,26 +64,36 @@ def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[
 def utilization_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The smallest --gpu-memory-utilization whose budget fits the requested --max-model-len (plus 1 % of the GPU)."""
     requested = value_of(facts, "max_model_len")
-    if not requested or value_of(facts, "platform") == "cpu":   # the CPU's KV size is set, not a share: cpu_fixes
+    if value_of(facts, "platform") == "cpu":       # the CPU's KV size is set, not a share: cpu_fixes
         return []
     g = geometry(facts, given)
     total = g.total_gib.value if g.total_gib else None
     kv = g.kv_gib.value if g.kv_gib else None
     per_token = g.bytes_per_token.value if g.bytes_per_token else None
     used = ("max_model_len", "gpu_total_gib", "gpu_memory_utilization", "kv_cache_gib")
-    if total is None or kv is None:
+    if total is None or kv is None or (not requested and kv > 0):
         more = ""
-        if per_token and kv is not None and requested * per_token / GIB > kv:
+        if requested and per_token and kv is not None and requested * per_token / GIB > kv:
             more = f"the KV cache needs {requested * per_token / GIB - kv:.2f} GiB more; "
-        why = f"{more}the exact value needs the GPU's total memory, which the log does not print" if total is None \
-            else f"{more}the exact value needs the available KV memory"
-        return [Fix(action="Raise --gpu-memory-utilization if the GPU has room", why=why,
+        elif kv is not None and kv <= 0:
+            more = f"the KV cache needs more than the {-kv:.2f} GiB the budget is short; "
+        if total is None:
+            why = f"{more}the exact value needs the GPU's total memory, which the log does not print"
+        elif kv is None:
+            why = f"{more}the exact value needs the available KV memory, which the log does not print"
+        else:
+            why = "how far depends on max_model_len, which the log does not print"
+        return [Fix(action="Raise --gpu-memory-utilization if the GPU has room", why=f"vLLM's own remedy; {why}",
                     flag="--gpu-memory-utilization", computed_from=("kv_needed_gib", "kv_cache_gib"),
                     reference=DOCS_MEMORY,
                     status="unchecked", needs=(NEEDS_GPU,) if total is None else ())]
     block = g.block_size.value
     margin = SAFETY_MARGIN_RATIO * total / 2
-    if per_token:
+    if not requested:
+        need = 0.0
+        goal = (f"the least that leaves any KV memory ({kv:.2f} GiB now); max_model_len is not in the log, so "
+                "whether a request of that length then fits is unknown")
+    elif per_token:
         need = math.ceil(requested / block) * block * per_token / GIB
         goal = f"keeps --max-model-len {requested}: the KV cache needs {need:.2f} GiB and has {kv:.2f} GiB"
     else:
@@ -92,10 +102,12 @@ def utilization_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) ->
                 f"so whether {requested} tokens then fit is unknown")
     value = ceil2(g.utilization.value + (need - kv + margin) / total)
     if value > MAX_PRACTICAL_UTILIZATION:
-        return [Fix(action=f"Raising --gpu-memory-utilization is not enough: {requested} tokens would need {value:.2f}",
-                    why=f"above {MAX_PRACTICAL_UTILIZATION} nothing is left for the CUDA context and other processes; "
-                        "shorten the length, quantize the KV cache or add GPUs",
-                    computed_from=used, reference=DOCS_MEMORY)]
+        goal_said = f"{requested} tokens" if requested else "any KV memory"
+        return [Fix(action="Raising --gpu-memory-utilization",
+                    why=f"{goal_said} would need {value:.2f}, and above {MAX_PRACTICAL_UTILIZATION} nothing is left "
+                        "for the CUDA context and other processes; shorten the length, quantize the KV cache or "
+                        "add GPUs",
+                    computed_from=used, reference=DOCS_MEMORY, status="not_enough")]
     fix = Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
               why=f"{goal}; {SAFETY_MARGIN_RATIO / 2:.0%} of the GPU added as margin", computed_from=used,
               reference=DOCS_MEMORY)
@@ -114,8 +126,8 @@ def kv_cache_dtype_fp8(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     requested = value_of(facts, "max_model_len")
     if p.kv_tokens and now.kv_tokens is not None and requested:
         fits = "fits" if p.starts else "still does not fit"
-        why = (f"FP8 halves the KV bytes per token: about {p.kv_tokens} tokens instead of "
-               f"{now.kv_tokens}; {requested} {fits}")
+        why = (f"FP8 halves the KV bytes per token: about {p.kv_tokens:,} tokens instead of "
+               f"{now.kv_tokens:,}; {requested:,} {fits}")
     else:
         why = "FP8 halves the KV bytes per token, so the same memory holds twice the tokens (check accuracy)"
     fix = Fix(action="--kv-cache-dtype fp8", flag="--kv-cache-dtype", value="fp8", why=why,
@@ -143,7 +155,7 @@ def tensor_parallel_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[F
     why = "each GPU holds a smaller slice of the weights and of every token's KV, leaving more KV room"
     if p.kv_tokens is not None and p.weights_gib is not None and now.weights_gib is not None:
         gpus, share = ("twice the GPUs", "half") if size == 2 * tp else (f"{size} GPUs", f"{tp}/{size}")
-        why = (f"about {p.kv_tokens} KV tokens per GPU with {gpus}: each holds {p.weights_gib:.2f} GiB of "
+        why = (f"about {p.kv_tokens:,} KV tokens per GPU with {gpus}: each holds {p.weights_gib:.2f} GiB of "
                f"weights instead of {now.weights_gib:.2f} and {share} of every token's KV")
     if geometry(facts, given).limits.attention_heads is None:
         why += "; vLLM needs the size to divide the model's attention heads, which vtriage does not know for it"
@@ -167,20 +179,40 @@ def _max_num_seqs(facts: Facts, given: Given) -> tuple[int, str]:
     return default, f"vLLM's default --max-num-seqs {default}"
 
 
-def _request_tokens(facts: Facts, given: Given) -> float | None:
-    """KV tokens a running request held when the cache filled up: usage x cache tokens / requests running."""
+def _demand(facts: Facts, given: Given) -> tuple[int, str]:
+    """The most requests that wanted to run at once: the most running plus the most waiting the input shows, up to
+    what --max-num-seqs lets in; the limit itself where the input shows no counts."""
+    limit, said = _max_num_seqs(facts, given)
+    running, waiting = value_of(facts, "running_max"), value_of(facts, "waiting_max")
+    if not running:
+        return limit, said
+    wanted = running + (waiting or 0)
+    if wanted >= limit:
+        return limit, said
+    return wanted, f"up to {running} running and {waiting or 0} waiting"
+
+
+def typical_request_tokens(facts: Facts, given: Given) -> tuple[float | None, str]:
+    """KV tokens a typical request takes, and where that comes from: the median prompt plus the median output of
+    finished requests (/metrics histograms), else the KV tokens each running request held when the cache filled
+    (stats lines: usage x cache tokens / requests running)."""
+    prompt, output = value_of(facts, "prompt_tokens_p50"), value_of(facts, "generation_tokens_p50")
+    if prompt and output is not None:
+        return prompt + output, f"the median request of /metrics: {prompt:,.0f} prompt + {output:,.0f} output tokens"
     running, usage = value_of(facts, "running_at_saturation"), value_of(facts, "kv_cache_usage_max")
     tokens = outcome(facts, given).kv_tokens
-    return usage * tokens / running if running and usage and tokens else None
+    if running and usage and tokens:
+        return usage * tokens / running, f"what each of the {running} requests running held when the cache filled"
+    return None, ""
 
 
 def _stops_preempting(facts: Facts, given: Given, p: Prediction,
                       seqs: int | None = None) -> tuple[bool | None, str | None]:
-    """Whether max_num_seqs requests of the size seen at saturation fit in the predicted KV cache."""
-    per_request = _request_tokens(facts, given)
+    """Whether max_num_seqs requests of the typical size fit in the predicted KV cache."""
+    per_request, _ = typical_request_tokens(facts, given)
     if per_request is None or p.kv_tokens is None:
         return None, None
-    limit, said = (seqs, f"--max-num-seqs {seqs}") if seqs else _max_num_seqs(facts, given)
+    limit, said = (seqs, f"--max-num-seqs {seqs}") if seqs else _demand(facts, given)
     need = limit * per_request
     if need <= p.kv_tokens:
         return True, None
@@ -191,24 +223,48 @@ def _stops_preempting(facts: Facts, given: Given, p: Prediction,
 
 
 def max_num_seqs_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
-    """A --max-num-seqs that keeps the KV cache near 90 % at the request sizes seen when it filled up."""
-    running, current = value_of(facts, "running_at_saturation"), value_of(facts, "max_num_seqs")
-    if not running:
-        return [Fix(action="Lower --max-num-seqs (or --max-num-batched-tokens)",
-                    why="fewer requests at once need less KV cache; the log has no stats line at saturation to size it",
-                    flag="--max-num-seqs", reference=DOCS_PREEMPTION)]
+    """Fewer requests at once: KV tokens x 90 % / the typical request's tokens, never below the most that ran
+    while the cache stayed below the saturation line. It trades throughput for no preemption; a cap at or above
+    what the scheduler already lets in, or above what ran when the cache filled, holds nothing back."""
+    limit, said = _max_num_seqs(facts, given)
+    running = value_of(facts, "running_at_saturation")
+    calm = value_of(facts, "running_below_saturation")
     tokens = outcome(facts, given).kv_tokens
-    per_request = _request_tokens(facts, given)
-    value = max(1, int(TARGET_KV_USAGE * tokens / per_request) if per_request and tokens
-                else int(running * TARGET_KV_USAGE))
-    fix = Fix(action=f"--max-num-seqs {value}", flag="--max-num-seqs", value=value,
-              why=f"the KV cache filled up with about {running} requests running; {value} keeps it near "
-                  f"{TARGET_KV_USAGE:.0%}" + (f" (now {current})" if current else ""),
-              computed_from=("running_at_saturation", "kv_cache_usage_max", "kv_cache_tokens", "max_num_seqs"),
-              reference=DOCS_PREEMPTION)
+    per_request, basis = typical_request_tokens(facts, given)
+    used = ("kv_cache_tokens", "running_at_saturation", "kv_cache_usage_max", "prompt_tokens_p50",
+            "generation_tokens_p50", "running_below_saturation", "running_max", "max_num_seqs")
+    sized = per_request is not None and bool(tokens)
+    if not sized and not running:
+        return [Fix(action="Lower --max-num-seqs (or --max-num-batched-tokens)",
+                    why="fewer requests at once need less KV cache; the input has no request sizes or KV cache "
+                        "size to size it by, and it costs throughput",
+                    flag="--max-num-seqs", reference=DOCS_PREEMPTION)]
+    if per_request is not None and tokens:
+        fits = max(1, int(TARGET_KV_USAGE * tokens / per_request))
+        held = f"the cache holds about {fits} requests of ~{per_request:,.0f} tokens ({basis})"
+    else:
+        fits = max(1, int(running * TARGET_KV_USAGE))
+        held = f"the KV cache filled up with about {running} requests running"
+    value = max(fits, calm or 0)
+    if calm and calm > fits:
+        held = f"{calm} requests ran without filling the cache"
+    if value >= limit or (running and value >= running):
+        where = f"{said} lets in no more than that" if value >= limit \
+            else f"the cache filled with {running} running, so a cap of {value} would not have held it back"
+        return [Fix(action="Lowering --max-num-seqs", flag="--max-num-seqs", status="not_enough",
+                    why=f"{held}, and {where}: longer requests than usual fill it; more KV cache is the lever",
+                    computed_from=used, reference=DOCS_PREEMPTION)]
+    cost = _cost(value, value_of(facts, "running_max"))
     if per_request is None or not tokens:
         missing = NEEDS_SATURATION if not value_of(facts, "kv_cache_usage_max") else NEEDS_CONFIG
-        return [dataclasses.replace(fix, status="unchecked", needs=(missing,))]
+        return [Fix(action=f"--max-num-seqs {value}", flag="--max-num-seqs", value=value,
+                    why=f"{held}; {value} keeps fewer in flight (now {said}); {cost}", computed_from=used,
+                    reference=DOCS_PREEMPTION, status="unchecked", needs=(missing,))]
+    floor = f", not below the {calm} that ran without filling it" if calm and calm > fits else ""
+    fix = Fix(action=f"--max-num-seqs {value}", flag="--max-num-seqs", value=value,
+              why=f"{value} requests of ~{per_request:,.0f} tokens ({basis}) keep the {tokens:,}-token cache near "
+                  f"{TARGET_KV_USAGE:.0%}{floor} (now {said}); {cost}",
+              computed_from=used, reference=DOCS_PREEMPTION)
     predicted_usage = value * per_request / tokens
     summary = (f"about {predicted_usage:.0%} KV usage with {value} requests of ~{per_request:,.0f} tokens "
                f"({tokens:,}-token cache)")
@@ -216,6 +272,16 @@ def max_num_seqs_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]
     return [dataclasses.replace(fix, checked=ok, status="checked" if ok else "not_enough", predicted={
         "summary": summary, "max_num_seqs": value, "kv_cache_tokens": tokens,
         "tokens_per_request": round(per_request), "kv_cache_usage": round(predicted_usage, 2)})]
+
+
+def _cost(value: int, peak: int | None) -> str:
+    """What capping the batch at `value` costs, against the most requests the input shows running at once."""
+    if peak and value < peak:
+        return (f"it costs throughput: {value} requests decode at once where up to {peak} did ({value / peak:.0%} "
+                "of that batch), in exchange for no preempted request recomputed or swapped")
+    if peak:
+        return f"no fewer than the {peak} the input shows running at once, so little throughput is lost"
+    return "fewer requests decode at once, so throughput under full load falls with it"
 
 
 def _for_preemption(fix: Fix, facts: Facts, given: Given, p: Prediction, grows: bool) -> Fix:
@@ -229,31 +295,60 @@ def _for_preemption(fix: Fix, facts: Facts, given: Given, p: Prediction, grows: 
 
 
 def more_kv_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
-    """More KV cache: higher utilization, FP8 KV cache, more tensor-parallel GPUs; each checked against the
-    requests --max-num-seqs lets in at the size they had when the cache filled up."""
-    util = value_of(facts, "gpu_memory_utilization")
+    """More KV cache on the same GPUs, vLLM's first remedy for preemption: a higher utilization, an FP8 KV cache;
+    each checked against the requests that wanted to run, at their typical size."""
+    util = geometry(facts, given).utilization
     now = outcome(facts, given)
     fixes = []
     on_gpu = value_of(facts, "platform") != "cpu"      # the CPU's KV size is set, not a share: cpu_fixes
-    if on_gpu and util is not None and util < MAX_PRACTICAL_UTILIZATION - 0.01:
-        value = min(MAX_PRACTICAL_UTILIZATION, floor2(util + 0.05))
+    if on_gpu and util.value < MAX_PRACTICAL_UTILIZATION - 0.01:
+        value = min(MAX_PRACTICAL_UTILIZATION, floor2(util.value + 0.05))
         p = outcome(facts, given, gpu_memory_utilization=value)
-        gain = f": about {p.kv_tokens} KV tokens instead of {now.kv_tokens}" if p.kv_tokens and now.kv_tokens else ""
+        gain = ""
+        if p.kv_tokens and now.kv_tokens:
+            gain = f": about {p.kv_tokens:,} KV tokens instead of {now.kv_tokens:,}"
+        was = "" if value_of(facts, "gpu_memory_utilization") else f" (from vLLM's default {util.value:g})"
         fix = Fix(action=f"--gpu-memory-utilization {value:.2f}", flag="--gpu-memory-utilization", value=value,
-                  why=f"more of the GPU for the KV cache{gain}; only if nothing else uses the GPU",
+                  why=f"more of the GPU for the KV cache{was}{gain}; only if nothing else uses the GPU",
                   computed_from=("gpu_memory_utilization", "gpu_total_gib", "kv_cache_gib"), reference=DOCS_PREEMPTION)
         grows = p.kv_tokens is not None and now.kv_tokens is not None and p.kv_tokens > now.kv_tokens
         if p.risks and p.starts:
             fixes.append(verified(fix, p, False, p.risks[0]))
         else:
             fixes.append(_for_preemption(fix, facts, given, p, grows or p.kv_tokens is None))
-    for fix in (*kv_cache_dtype_fp8(facts, given), *tensor_parallel_for_kv(facts, given)):
-        if fix.status in ("checked",):
-            changes = {"kv_cache_dtype": "fp8"} if fix.flag == "--kv-cache-dtype" \
-                else {"tensor_parallel_size": fix.value}
-            fix = _for_preemption(fix, facts, given, outcome(facts, given, **changes), True)
+    for fix in kv_cache_dtype_fp8(facts, given):
+        if fix.status == "checked":
+            fix = _for_preemption(fix, facts, given, outcome(facts, given, kv_cache_dtype="fp8"), True)
         fixes.append(fix)
     return fixes
+
+
+def more_gpus_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+    """More GPUs, vLLM's last remedy for preemption: tensor parallelism, or pipeline parallelism where no
+    tensor-parallel size divides the model's heads or fits the node; checked as more_kv_for_preemption's are."""
+    fixes = []
+    for fix in tensor_parallel_for_kv(facts, given) or pipeline_parallel_for_kv(facts, given):
+        if fix.status == "checked":
+            setting = "tensor_parallel_size" if fix.flag == "--tensor-parallel-size" else "pipeline_parallel_size"
+            fix = _for_preemption(fix, facts, given, outcome(facts, given, **{setting: fix.value}), True)
+        fixes.append(fix)
+    return fixes
+
+
+def pipeline_parallel_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+    """Twice the pipeline stages: each GPU holds half the layers, their weights and their share of every token's
+    KV; the stages take turns, so it adds latency where tensor parallelism would not."""
+    tp = value_of(facts, "tensor_parallel_size") or 1
+    size = 2 * (value_of(facts, "pipeline_parallel_size") or 1)
+    if given.gpus is not None and tp * size > given.gpus:
+        return []
+    now, p = outcome(facts, given), outcome(facts, given, pipeline_parallel_size=size)
+    why = "each GPU holds half the layers and their KV, leaving more KV room; the stages add some latency"
+    if p.kv_tokens is not None and now.kv_tokens is not None:
+        why = f"about {p.kv_tokens:,} KV tokens per GPU instead of {now.kv_tokens:,}: {why}"
+    fix = Fix(action=f"--pipeline-parallel-size {size}", flag="--pipeline-parallel-size", value=size, why=why,
+              computed_from=("pipeline_parallel_size", "weights_gib", "kv_cache_gib"), reference=DOCS_PREEMPTION)
+    return [verified(fix, p, p.starts if p.kv_tokens is not None or p.starts is False else None)]
 
 
 V0_DEFAULT_SWAP_SPACE_GIB = 4          # --swap-space's default: CPU memory per GPU for swapped-out KV blocks

@@ -55,10 +55,12 @@ def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> l
     sizes = tensor_parallel_sizes(facts, given, tp_now)
     tp = next((n for n in sizes if weights / n <= room), None)
     if tp is None:
-        more = f"more than the {given.gpus} GPUs of this node (--gpus)" if given.gpus else "more than 16 GPUs"
-        return [Fix(action=f"The weights need {more} at this precision: quantize or use a smaller model",
-                    why=f"weights {weights:.1f} GiB ({needed.how})", computed_from=("gpu_total_gib", "weights_gib"),
-                    reference=DOCS_MEMORY)]
+        more = f"the {given.gpus} GPUs of this node (--gpus)" if given.gpus else "16 GPUs"
+        return [Fix(action="Splitting the weights over more GPUs (--tensor-parallel-size)",
+                    flag="--tensor-parallel-size",
+                    why=f"the weights ({weights:.1f} GiB, {needed.how}) need more than {more} at this precision: "
+                        "quantize or use a smaller model",
+                    computed_from=("gpu_total_gib", "weights_gib"), reference=DOCS_MEMORY, status="not_enough")]
     qualifier = "at least " if needed.lower_bound else ""
     fix = Fix(action=f"--tensor-parallel-size {tp}", flag="--tensor-parallel-size", value=tp,
               why=f"{qualifier}{weights:.1f} GiB of weights ({needed.how}) over {tp} GPUs is "

@@ -307,6 +307,10 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
         # the print rounds to 0.01 GiB; the estimate does not
         kv = Figure(estimate * per_token.value / GIB, DERIVED,
                     "vLLM's estimate of the longest length x KV bytes per token (the logged figure is rounded)")
+    if tokens is None and estimate and engine == "v1" and (spec is None or not spec.has_sliding_window):
+        # vLLM's estimate is the longest length whose blocks fit the available memory, counted in whole blocks
+        # from the exact byte figures: the cache's own token count, where the printed GiB are rounded
+        tokens = Figure(estimate, LOGGED, "vLLM's estimate of the longest length that fits")
     if kv is None and tokens is not None and per_token is not None:
         kv = Figure(tokens.value * per_token.value / GIB, DERIVED, "KV tokens x KV bytes per token")
     activation, non_torch = _fig(facts, "activation_gib"), _fig(facts, "non_torch_gib")

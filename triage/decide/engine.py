@@ -179,6 +179,9 @@ def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: T
                                 accepted.finding.facts, accepted.finding.evidence[:4]))
             continue
         cls = rules.classes[other]
+        if _no_vllm_output(facts):          # another program's errors say nothing of vLLM's failure classes
+            unassessed.append(RuledOut(other, _not_assessed([], facts), (), ()))
+            continue
         for check in cls.ruled_out:
             names = tuple(n for n in check.when.facts() if n in facts)
             if names and evaluate(check.when, facts) is True:
@@ -193,10 +196,14 @@ def _ruled_out(rules: RuleSet, verdict: str, facts: Mapping[str, Fact], trace: T
     return out, unassessed
 
 
+def _no_vllm_output(facts: Mapping[str, Fact]) -> bool:
+    vllm = facts.get("vllm_lines")
+    return vllm is not None and vllm.value == 0
+
+
 def _not_assessed(missing: list[str], facts: Mapping[str, Fact]) -> str:
     """Why a class could be neither confirmed nor ruled out, in words rather than fact names."""
-    vllm = facts.get("vllm_lines")
-    if vllm is not None and vllm.value == 0:
+    if _no_vllm_output(facts):
         return "the input holds no vLLM output"
     if not missing:
         return "nothing in the input speaks for or against it"
@@ -233,7 +240,7 @@ def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str,
             and all(trace.outcome.get(p) is True for p in _ancestors(rules, node))
         if fired and node.id in suppressed:
             silenced.append(SuppressedFinding(_finding(node, facts, _chain(rules, node)), suppressed[node.id]))
-        elif fired and node.verdict not in (verdict, "healthy", "inconclusive"):
+        elif fired and node.verdict not in (verdict, "healthy", "inconclusive") and not _no_vllm_output(facts):
             findings.append(_finding(node, facts, _chain(rules, node)))
     not_evaluated = tuple(sorted(n for n, r in trace.outcome.items() if r is None))
     ruled_out, not_assessed = _ruled_out(rules, verdict, facts, trace, silenced) if full else ([], [])

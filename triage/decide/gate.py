@@ -24,9 +24,12 @@ FAILED_SEVERITY = "critical"       # an engine that failed is critical, even whe
 
 def severity(diagnosis: Diagnosis, classes: Mapping[str, VerdictClass]) -> str:
     """How bad the incident is: its verdict's severity, but never below critical when a failure stopped the
-    engine (an inconclusive verdict that names the phase a crash happened in is still a crash)."""
+    engine (an inconclusive verdict that names the phase a crash happened in is still a crash). Another
+    program's error, in an input with no vLLM output, is not the engine's."""
     own = classes[diagnosis.verdict].severity
-    if "failure_kind" in diagnosis.facts and SEVERITIES.index(own) < SEVERITIES.index(FAILED_SEVERITY):
+    vllm = diagnosis.facts.get("vllm_lines")
+    engine_failed = "failure_kind" in diagnosis.facts and not (vllm is not None and vllm.value == 0)
+    if engine_failed and SEVERITIES.index(own) < SEVERITIES.index(FAILED_SEVERITY):
         return FAILED_SEVERITY
     return own
 

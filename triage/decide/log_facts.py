@@ -3,7 +3,7 @@ support it. A figure the log does not give is absent, never zero."""
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from ..facts import FACTS
 from ..logs.logtime import month_day_time, seconds_since_start, year_turned
@@ -18,6 +18,7 @@ from ..vocabulary import (
     PHASE_RANK,
     PHASE_WORDS,
     PHASES,
+    RELEASE_BANDS,
     REQUEST_FAILURES,
     default_gpu_memory_utilization,
 )
@@ -110,6 +111,7 @@ def extract_facts(events: Sequence[LogEvent], signatures: SignatureSet,
     out = _Facts()
     _settings(out, events, earlier)
     _engine(out, events)
+    _release_band(out, events, signatures)
     _profile_batch(out, events)
     root = _root_failure(events, signatures)
     _failure_facts(out, events, signatures, root)
@@ -218,6 +220,43 @@ def _engine(out: _Facts, events: Sequence[LogEvent]) -> None:
     if version is not None:
         out.put("engine", "v1" if version >= (0, 11) else "v0" if version < (0, 8) else None,
                 out.facts["vllm_version"].evidence, "from the version")
+
+
+_BRACKETED_LOGGER = re.compile(r"\d\d:\d\d:\d\d(?:[.,]\d+)? \[[\w./-]+\.py:\d+\]")   # vLLM's logger from 0.8.0
+
+
+def _release_band(out: _Facts, events: Sequence[LogEvent], signatures: SignatureSet) -> None:
+    """With no version in the log, the release bands its formats allow (oldest first). A clue that would leave
+    no band is taken as a quirk of the excerpt and does not narrow them."""
+    if "vllm_version" in out.facts:
+        return
+    bands = list(RELEASE_BANDS)
+    narrowed_by: list[SourceRef] = []
+    for allowed, source in _band_clues(out, events, signatures):
+        kept = [band for band in bands if band in allowed]
+        if kept and kept != bands:
+            bands = kept
+            narrowed_by.append(source)
+        if len(bands) == 1:
+            break
+    if narrowed_by:
+        out.put("release_band", bands[0], narrowed_by,
+                f"the log names no version; its formats fit {' or '.join(bands)}")
+
+
+def _band_clues(out: _Facts, events: Sequence[LogEvent],
+                signatures: SignatureSet) -> Iterator[tuple[Iterable[str], SourceRef]]:
+    """The bands each clue allows, with its line: the engine, vLLM's logger prefix ("[file.py:N]" from 0.8.0) and
+    the bands each of vLLM's own messages exists in."""
+    engine = out.facts.get("engine")
+    if engine is not None and engine.evidence and engine.value in ("v0", "v1"):
+        yield ("v1",) if engine.value == "v1" else ("v0-old", "v0-late"), engine.evidence[0]
+    for e in events:
+        if _BRACKETED_LOGGER.search(e.source.text):
+            yield ("v0-late", "v1"), e.source
+        sig = signatures.by_id[e.signature]
+        if sig.bands and sig.source.startswith("vllm/"):
+            yield sig.bands, e.source
 
 
 # --- the failure --------------------------------------------------------------------------------
@@ -662,6 +701,11 @@ def _serving(out: _Facts, events: Sequence[LogEvent]) -> None:
             if busy:
                 out.put("running_at_saturation", busy[len(busy) // 2], [saturated[0].source],
                         f"median over {len(busy)} saturated intervals")
+            calm = [e for e in usage if e.fields["kv_usage"] < KV_SATURATED and "running" in e.fields
+                    and not e.fields.get("preemptions")]
+            if calm:
+                top = max(calm, key=lambda e: e.fields["running"])
+                out.put("running_below_saturation", top.fields["running"], [top.source])
         engines = _engines(stats)
         _stall(out, engines)
         _queue_at_end(out, engines)

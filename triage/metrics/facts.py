@@ -192,6 +192,11 @@ def _kv_usage(facts: dict[str, Fact], named: Named) -> None:
         facts["running_at_saturation"] = _fact("running_at_saturation", busy[len(busy) // 2],
                                                [saturated[0].sample.source],
                                                f"median over {len(busy)} saturated scrapes")
+    calm = [lv for lv in levels if lv.value < KV_SATURATED and lv.scrape in running]
+    if calm:
+        top = max(calm, key=lambda lv: running[lv.scrape])
+        facts["running_below_saturation"] = _fact("running_below_saturation", int(running[top.scrape]),
+                                                  [top.sample.source])
 
 
 def _scrapes(levels: Sequence[Level]) -> int:

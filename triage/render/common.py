@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from ..facts import FACTS
 from ..model import Fact, Finding, Fix, FleetView, InputSummary, LaunchCommand, Report, SourceRef, TimeWindow
-from ..vocabulary import KV_SATURATED
+from ..vocabulary import KV_SATURATED, RELEASE_BAND_FIRST
 
 # The GPU memory picture, in the order the issue draws it. (fact, label)
 MEMORY_PARTS: tuple[tuple[str, str], ...] = (
@@ -157,12 +157,12 @@ def unchecked_note(fix: Fix) -> str:
     return "unchecked" + (": give " + "; ".join(fix.needs) if fix.needs else "")
 
 
-def listed_fixes(fixes: Iterable[Fix]) -> tuple[list[tuple[int, Fix]], list[tuple[int, Fix]]]:
-    """The fixes to number (checked, unchecked, advice) and those the model predicts are not enough alone,
-    each with its number in the report's fix list (the command names it)."""
-    numbered = list(enumerate(fixes, 1))
-    return [(i, f) for i, f in numbered if f.status != "not_enough"], [(i, f) for i, f in numbered
-                                                                       if f.status == "not_enough"]
+def listed_fixes(fixes: Iterable[Fix]) -> tuple[list[tuple[int, Fix]], list[Fix]]:
+    """The fixes to number (checked, unchecked, advice), each with its number (the command names it), and the
+    levers the model predicts are not enough alone: listed after them, never numbered as a fix."""
+    fixes = list(fixes)
+    numbered = [f for f in fixes if f.status != "not_enough"]
+    return list(enumerate(numbered, 1)), [f for f in fixes if f.status == "not_enough"]
 
 
 def command_heading(launch: LaunchCommand) -> str:
@@ -183,6 +183,15 @@ def no_command_sentence(fixes: Iterable[Fix]) -> str | None:
         return None
     needs = list(dict.fromkeys(n for f in flagged for n in f.needs))
     return "No command to paste: no flag fix above is checked" + (" (give " + "; ".join(needs) + ")" if needs else "")
+
+
+def release_sentence(report: Report) -> str | None:
+    """Which release the fixes were checked against when the log names no version and no command says it."""
+    band = report.diagnosis.facts.get("release_band")
+    if band is None or report.launch is not None or not any(f.flag for f in report.diagnosis.fixes):
+        return None
+    return (f"Fixes checked against vLLM {RELEASE_BAND_FIRST[band.value]}, the oldest release the log's formats "
+            f"allow ({band.note}).")
 
 
 def references(fixes: Iterable[Fix]) -> list[str]:
@@ -222,11 +231,21 @@ def coverage_sentence(report: Report) -> str:
 
 
 def attempts_sentence(report: Report) -> str | None:
-    n = len(report.attempts)
-    if n < 2:
+    """Every startup in the input and how each ended, runs of the same verdict together ("1-2 ended as
+    external_pressure, 3 ended as kv_cache_too_small"), so no earlier startup's verdict goes unnamed."""
+    attempts = report.attempts
+    if len(attempts) < 2:
         return None
-    return (f"{report.same_failure_attempts} of {n} startups in this input ended as {report.diagnosis.verdict}; "
-            "this report is about the last.")
+    runs: list[tuple[int, int, str]] = []           # (first startup, last startup, verdict), numbered from 1
+    for number, attempt in enumerate(attempts, 1):
+        if runs and runs[-1][2] == attempt.verdict:
+            runs[-1] = (runs[-1][0], number, attempt.verdict)
+        else:
+            runs.append((number, number, attempt.verdict))
+    if len(runs) == 1:
+        return f"all {len(attempts)} startups in this input ended as {runs[0][2]}; this report is about the last."
+    parts = [f"{first}{'' if first == last else f'-{last}'} ended as {verdict}" for first, last, verdict in runs]
+    return f"{len(attempts)} startups in this input: {', '.join(parts)}; this report is about the last."
 
 
 def redactions_sentence(report: Report) -> str | None:

@@ -29,6 +29,7 @@ from .common import (
     quiet_suppressions,
     redactions_sentence,
     references,
+    release_sentence,
     unchecked_note,
     verdict_title,
     window_sentence,
@@ -145,6 +146,8 @@ def render_markdown(report: Report, **_: Any) -> str:
             out += [""] if report.launch.not_recovered else []
         elif (sentence := no_command_sentence(d.fixes)) is not None:
             out += [f"_{prose(sentence)}_", ""]
+        if (sentence := release_sentence(report)) is not None:
+            out += [f"_{prose(sentence)}_", ""]
         fixes, short = listed_fixes(d.fixes)
         for i, fix in fixes:
             action = code_span(fix.action) if fix.flag and fix.action.startswith("--") else f"**{prose(fix.action)}**"
@@ -154,10 +157,10 @@ def render_markdown(report: Report, **_: Any) -> str:
                 out.append(f"   - predicted: {prose(fix.predicted['summary'])}")
         if short:
             out += ["", "**Not enough alone** (the capacity model predicts each fails or falls short on its own):", ""]
-            for i, fix in short:
+            for fix in short:
                 action = code_span(fix.action) if fix.flag and fix.action.startswith("--") else prose(fix.action)
                 said = fix.predicted["summary"] if fix.predicted else fix.why
-                out.append(f"- {i}. {action}: {prose(said)}")
+                out.append(f"- {action}: {prose(said)}")
         refs = references(d.fixes)
         if refs:
             out += ["", "Docs: " + ", ".join(f"<{r}>" if r.startswith("https://") else prose(r) for r in refs)]

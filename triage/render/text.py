@@ -18,6 +18,7 @@ from .common import (
     plural,
     quiet_suppressions,
     redactions_sentence,
+    release_sentence,
     terminal_safe,
     unchecked_note,
     unrecognised_sentence,
@@ -132,10 +133,10 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         if short:
             out.append(s("  Not enough alone (the capacity model predicts each fails or falls short on its own):",
                          "dim"))
-            for i, fix in short:
+            for fix in short:
                 said = fix.predicted["summary"] if fix.predicted else fix.why
-                out.extend(textwrap.wrap(f"{i}. {fix.action}: {said}", 96, initial_indent="  ",
-                                         subsequent_indent="     "))
+                out.extend(textwrap.wrap(f"- {fix.action}: {said}", 96, initial_indent="  ",
+                                         subsequent_indent="    "))
         launch = report.launch
         if launch is not None:
             out.append("")
@@ -147,6 +148,9 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         elif (sentence := no_command_sentence(d.fixes)) is not None:
             out.append("")
             out.extend("  " + w for w in textwrap.wrap(sentence, 98))
+        if (sentence := release_sentence(report)) is not None:
+            out.extend(s(w, "dim") for w in textwrap.wrap(sentence, 96, initial_indent="  ",
+                                                          subsequent_indent="  "))
         refs = sorted({f.reference for f in d.fixes if f.reference})
         for doc in refs:
             out.append(s(f"  docs: {doc}", "dim"))

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..bundled import bundled_dir
 from ..model import Fix, LaunchCommand, LogEvent, SourceRef
 from ..records import record
+from ..vocabulary import RELEASE_BAND_FIRST
 
 SERVE, API_SERVER, OFFLINE = "vllm serve", "python -m vllm.entrypoints.openai.api_server", "LLM(...)"
 SECRET_DESTS = frozenset({"api_key", "hf_token"})        # and any value printed masked ('***')
@@ -93,11 +94,12 @@ def _dests(release: str) -> set[str]:
 
 
 def argument_list(version: str | None, namespace: Iterable[str] = (),
-                  non_default: Iterable[str] = ()) -> tuple[ArgumentList, str]:
+                  non_default: Iterable[str] = (), band: str | None = None) -> tuple[ArgumentList, str]:
     """The release the log's version runs (the same release, else the newest one before it: a patch or a dev
     build between releases), and in words how it was chosen. With no version in the log, the keys of an
     `args: Namespace(...)` line (it lists every argument, so they tell releases apart) pick the release
-    whose arguments they match best; those of `non-default args` the newest release that has them all;
+    whose arguments they match best; those of `non-default args` the newest release that has them all; the
+    release band its formats show (`band`), the band's oldest release, so that no flag it may lack is offered;
     anything else, the newest release known."""
     ordered = sorted(_releases(), key=release_key)
     if version and re.match(r"\d+\.\d+", version):
@@ -121,7 +123,36 @@ def argument_list(version: str | None, namespace: Iterable[str] = (),
                f"{'these releases' if len(matching) > 1 else 'this release'}"
                if best == 1.0 else "its Namespace matches this release's arguments best")
         return _release(matching[-1]), f"vLLM {span} (the log names no version; {why})"
+    if band is not None and band in RELEASE_BAND_FIRST:
+        first = RELEASE_BAND_FIRST[band]
+        return _release(first), (f"vLLM {first} (the log names no version: the oldest release of {band}, the "
+                                 "band its formats fit)")
     return _release(ordered[-1]), f"vLLM {ordered[-1]} (the log names no version: the newest release known)"
+
+
+# Values of a flag the fixes offer that came later than the flag itself (the `choices` of vLLM's arg_utils.py):
+# (flag, value) -> the first release that accepts it.
+VALUE_SINCE: Mapping[tuple[str, str], str] = {("--kv-cache-dtype", "fp8"): "0.4.1", ("--quantization", "fp8"): "0.4.1"}
+
+
+def fixes_the_release_has(fixes: Sequence[Fix], version: str | None, band: str | None) -> tuple[Fix, ...]:
+    """The fixes whose flags (and values) the incident's release has: the log's version, else the oldest release
+    of the band its formats show. A fix that release would refuse is dropped rather than offered; with neither
+    figure, all are kept (the command check still names what the release it picks would refuse)."""
+    if not (version and re.match(r"\d+\.\d+", version)) and band not in RELEASE_BAND_FIRST:
+        return tuple(fixes)
+    args, _ = argument_list(version, band=band)
+    kept = []
+    for fix in fixes:
+        settings = {**({fix.flag: fix.value} if fix.flag else {}), **fix.also_set}
+        if all(_release_accepts(args, flag, value) for flag, value in settings.items() if flag.startswith("--")):
+            kept.append(fix)
+    return tuple(kept)
+
+
+def _release_accepts(args: ArgumentList, flag: str, value: Any) -> bool:
+    since = VALUE_SINCE.get((flag, str(value)))
+    return args.spec(flag) is not None and (since is None or release_key(args.release) >= release_key(since))
 
 
 def known_releases() -> list[str]:
@@ -430,7 +461,8 @@ def build_command(launch: Launch, fix: Fix, args: ArgumentList, fix_index: int) 
                          source=launch.sources)
 
 
-def headline_command(fixes: Sequence[Fix], events: Iterable[LogEvent], version: str | None) -> LaunchCommand | None:
+def headline_command(fixes: Sequence[Fix], events: Iterable[LogEvent], version: str | None,
+                     band: str | None = None) -> LaunchCommand | None:
     """The first checked flag fix applied to the incident's own launch; None when no checked fix sets a flag
     this release has."""
     if not any(f.status == "checked" and f.value is not None and (f.flag or f.also_set) for f in fixes):
@@ -443,7 +475,7 @@ def headline_command(fixes: Sequence[Fix], events: Iterable[LogEvent], version: 
         named = parse_mapping(str(printed[-1].fields["args_text"]))[0]
     elif printed:
         keys = parse_keywords(str(printed[-1].fields["args_text"]))[0]
-    args, basis = argument_list(version, keys, named)
+    args, basis = argument_list(version, keys, named, band)
     launch = read_launch(events, args)
     for index, fix in enumerate(fixes, 1):
         if fix.status != "checked" or fix.value is None or not (fix.flag or fix.also_set):
