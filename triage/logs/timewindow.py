@@ -198,8 +198,10 @@ def apply_window(logs: Sequence[tuple[str, list[LogEvent]]], samples: Sequence[M
     (logparse.startup_context), and counted into the window's `context_events` there."""
     per_input = [resolve_times(events, now) for _, events in logs]
     log_times = [t for times, _ in per_input for t in times if t is not None]
+    # Where the metrics end is vLLM's samples' to say: another series in a body may carry a later time of its own
+    timing = [s for s in samples if s.name.startswith("vllm:")] or samples
     metric_times = [datetime.fromtimestamp(s.time, timezone.utc).replace(tzinfo=None)
-                    for s in samples if s.time is not None and s.time >= _UNIX_MIN]
+                    for s in timing if s.time is not None and s.time >= _UNIX_MIN]
     if not log_times and not metric_times:
         where = ", ".join(name for name, _ in logs) or "the metrics"
         raise InputError(where, "has no timestamps, so --since/--until cannot apply",

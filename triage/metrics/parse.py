@@ -343,8 +343,14 @@ class Snapshot:
 
 
 def stamped(samples: Sequence[MetricSample]) -> float | None:
-    """The scrape time written in an exposition itself (sample timestamps), if every sample has one."""
-    times = [s.time for s in samples]
+    """The scrape time written in an exposition itself (sample timestamps), if every vLLM sample has one.
+
+    Only vLLM's own samples time a snapshot of vLLM: a body also holds other series (the process collector's,
+    a sidecar's, what Prometheus adds), which may carry no timestamp or one of their own, and one of those
+    must neither untime the snapshot (its rates would be lost) nor move it. A body without vLLM samples
+    (dcgm-exporter's alone) is timed by its own samples."""
+    vllm = [s for s in samples if s.name.startswith("vllm:")]
+    times = [s.time for s in vllm or samples]
     if not times or any(t is None for t in times):
         return None
     return max(t for t in times if t is not None)
@@ -373,9 +379,11 @@ def given_order_times(clocks: Sequence[float | None], clock_is_mtime: bool,
 def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None) -> tuple[list[MetricSample], str]:
     """Put snapshots of one server in scrape order and give each a time; say how it was decided.
 
-    Order: by the timestamps in the expositions when every snapshot has them, else as given.
-    Time: those timestamps; else the scrape clock or the files' modification times when they rise
-    (at least a second apart) in that order; else `interval` seconds apart; else unknown (deltas, no rates).
+    Order: by the timestamps in the expositions when every snapshot's vLLM samples have them (`stamped`),
+    else as given.
+    Time: those timestamps (a sample without one takes its snapshot's); else the scrape clock or the files'
+    modification times when they rise (at least a second apart) in that order; else `interval` seconds apart;
+    else unknown (deltas, no rates).
     """
     if not snapshots:
         return [], "no snapshot"
@@ -390,7 +398,11 @@ def order_snapshots(snapshots: Sequence[Snapshot], interval: float | None = None
         times, how = given_order_times([s.clock for s in snapshots], snapshots[0].clock_is_mtime, interval)
     samples: list[MetricSample] = []
     for scrape, index in enumerate(order):
+        stamp = stamps[index]
         for s in snapshots[index].samples:
-            when = s.time if stamps[index] is not None else times[scrape]
+            if stamp is None:
+                when = times[scrape]
+            else:     # a sample written without a timestamp (another exporter's) was scraped with the rest
+                when = s.time if s.time is not None else stamp
             samples.append(s if s.scrape == scrape and s.time == when else replace(s, scrape=scrape, time=when))
     return samples, how

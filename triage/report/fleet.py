@@ -1,7 +1,8 @@
 """Many servers, or many engines of one server, from one set of metric samples.
 
 Samples are split into units: one per instance (the `pod` label, else Prometheus' `instance`, else
-the input itself), model (`model_name`) and data-parallel engine (`engine`). Each unit is diagnosed
+the input itself), model (`model_name`) and data-parallel engine (`engine`) that vLLM's own series name;
+another exporter's series never makes a unit, whatever its labels (docs/metrics.md). Each unit is diagnosed
 on its own; nothing is summed across engines or pods. The overall verdict is the unit whose problem is
 the most certain (high confidence first; among equals, failures before preemption), else inconclusive,
 else healthy; the report shows that unit in full. A sample without a label (cache_config_info has no model_name,
