@@ -15,7 +15,7 @@ import sys
 import time
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 
@@ -29,6 +29,7 @@ from .vocabulary import CONFIG_NAME, MAX_METRICS_BYTES, VERDICTS
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from .capacity.registry import Given
     from .decide.suppress import Config
     from .gpu.probe import GpuSnapshot
     from .metrics.httpget import HttpOptions
@@ -288,17 +289,22 @@ def _read_metrics(ctx: click.Context, o: dict, redaction: Redactor) -> MetricsRe
     return None
 
 
-class _Seconds(click.FloatRange):
-    """A positive, finite number of seconds up to a day (click's range lets NaN and infinity through)."""
+class _Finite(click.FloatRange):
+    """A finite number of `unit` within the bounds (click's range lets NaN and infinity through)."""
+
+    def __init__(self, unit: str, **bounds: Any) -> None:
+        super().__init__(**bounds)
+        self.unit = unit
 
     def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
-        seconds = super().convert(value, param, ctx)
-        if not math.isfinite(seconds):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        return seconds
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a number of {self.unit}", param, ctx)
+        return number
 
 
-_SECONDS = _Seconds(min=0, min_open=True, max=86400)
+_SECONDS = _Finite("seconds", min=0, min_open=True, max=86400)
+_GIB = _Finite("GiB", min=1, max=1e5)          # no GPU has more; beyond it is a typo
 
 
 class _Size(click.ParamType):
@@ -318,6 +324,20 @@ class _Size(click.ParamType):
 
 
 _SIZE = _Size()
+
+
+def _gpu_options(fn):
+    """--gpu, --gpu-memory-gib and --gpus, shared by the commands whose capacity model sizes fixes or predictions
+    with the GPU (`_given` turns them into what the model takes)."""
+    fn = click.option("--gpus", type=click.IntRange(1, 100_000), metavar="N",
+                      help="GPUs the node has: tensor-parallel fixes and suggestions stay within them.")(fn)
+    fn = click.option("--gpu-memory-gib", type=_GIB, metavar="GIB",
+                      help="One GPU's memory, when the log does not print it (79.19 for an H100 as torch reports "
+                           "it); instead of --gpu.")(fn)
+    fn = click.option("--gpu", "gpu_name", metavar="NAME",
+                      help="The GPU, when the log does not print its memory: L4, A10G, L40S, A100-40, A100-80, H100, "
+                           "H100-NVL, H200, MI300X, RTX-3090, RTX-4090.")(fn)
+    return fn
 
 
 @cli.command()
@@ -385,13 +405,7 @@ _SIZE = _Size()
 @click.option("--probe-gpu", is_flag=True, help="Ask this node's GPUs (NVML) for the same evidence, now.")
 @click.option("--vllm-pid", "vllm_pids", multiple=True, type=int, metavar="PID",
               help="The vLLM server's process (repeat); with it, every other GPU process counts as external.")
-@click.option("--gpu", "gpu_name", metavar="NAME",
-              help="The GPU, when the log does not print its memory: L4, A10G, L40S, A100-40, A100-80, H100, "
-                   "H100-NVL, H200, MI300X, RTX-3090, RTX-4090.")
-@click.option("--gpu-memory-gib", type=click.FloatRange(min=1), metavar="GIB",
-              help="One GPU's memory, when the log does not print it (79.19 for an H100 as torch reports it).")
-@click.option("--gpus", type=click.IntRange(min=1), metavar="N",
-              help="GPUs the node has: tensor-parallel fixes stay within them.")
+@_gpu_options
 @click.option("--model-config", metavar="CONFIG",
               help="The model's local config.json (or its folder): exact parameters, KV bytes per token, heads.")
 @click.pass_context
@@ -623,31 +637,34 @@ _OUTPUT = click.option("-o", "--output", metavar="PATH",
 @click.option("--metrics", "metrics_files", multiple=True, metavar="FILE",
               help="/metrics snapshots whose request-size histograms give the observed prompt + output lengths.")
 @click.option("--model-config", metavar="CONFIG", help="The model's local config.json: exact weight and KV sizes.")
-@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5),
-              help="The GPU's memory, when the log does not print it.")
+@_gpu_options
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the signatures in DIR instead of the bundled ones.")
 @_FORMAT
 @_OUTPUT
 @click.pass_context
 def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...], model_config: str | None,
-                   gpu_memory_gib: float | None, rules_dir: str | None, fmt: str, output: str | None,
-                   **options) -> None:
+                   gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None, rules_dir: str | None,
+                   fmt: str, output: str | None, **options) -> None:
     """What the incident's server would do with other flags, from the log's own figures.
 
     \b
       vtriage whatif server.log --max-model-len 32768
       vtriage whatif server.log --gpu-memory-utilization 0.95 --kv-cache-dtype fp8 --format json
+      vtriage whatif server.log --gpu-memory-utilization 0.95 --gpu L4     (a log that does not print the total)
       vtriage whatif server.log --max-num-seqs 128 --metrics m0.prom --metrics m1.prom
     Exit codes: 0 it would start (and hold max-num-seqs at the observed sizes), 1 a problem is predicted,
     2 usage or input error, 3 the log lacks the figures to predict.
     """
+    from .capacity.registry import NOTHING_GIVEN
     from .capacity.scenario import whatif
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
     check_output(output)
+    changes = _changes(options)
+    _refuse_more_gpus_than(gpus, changes)
+    given = _given(gpu_name, gpu_memory_gib, gpus, model_config) or NOTHING_GIVEN
     facts = _log_facts(log, rules_dir)
     lengths = _lengths_from_metrics(metrics_files)
-    scenario = whatif(facts, _changes(options), _spec(model_config), gpu_memory_gib, lengths,
-                      "observed in the metrics" if lengths else "")
+    scenario = whatif(facts, changes, given, lengths, "observed in the metrics" if lengths else "")
     _emit(scenario, "whatif", fmt, output, (log, *metrics_files))
 
 
@@ -655,10 +672,7 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
 @_serve_flags
 @click.option("--model-config", metavar="CONFIG", help="The model's local Hugging Face config.json (or its folder).")
 @click.option("--from-log", "from_log", metavar="LOG", help="Calibrate from a previous startup log instead.")
-@click.option("--gpu-memory-gib", type=click.FloatRange(1, 1e5),
-              help="Memory of one GPU, e.g. 80 (79.19 as torch sees an H100).")
-@click.option("--gpus", type=click.IntRange(1, 100_000),
-              help="GPUs available (default: tensor x pipeline parallel size).")
+@_gpu_options
 @click.option("--expect-prompt-tokens", type=_TOKENS, help="Typical prompt length, in tokens.")
 @click.option("--expect-output-tokens", type=_TOKENS, help="Typical output length, in tokens.")
 @_vllm_version_option("The vLLM release to model, e.g. 0.10.2 (default: a current one, 0.20+).")
@@ -670,45 +684,55 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
 @_FORMAT
 @_OUTPUT
 @click.pass_context
-def check_command(ctx: click.Context, model_config: str | None, from_log: str | None, gpu_memory_gib: float | None,
-                  gpus: int | None, expect_prompt_tokens: int | None, expect_output_tokens: int | None,
-                  vllm_version: str | None, disable_sliding_window: bool, metrics_files: tuple[str, ...],
-                  rules_dir: str | None, fmt: str, output: str | None, **options) -> None:
+def check_command(ctx: click.Context, model_config: str | None, from_log: str | None, gpu_name: str | None,
+                  gpu_memory_gib: float | None, gpus: int | None, expect_prompt_tokens: int | None,
+                  expect_output_tokens: int | None, vllm_version: str | None, disable_sliding_window: bool,
+                  metrics_files: tuple[str, ...], rules_dir: str | None, fmt: str, output: str | None,
+                  **options) -> None:
     """Predict the verdict before a rollout, from a model's config.json or a previous startup log.
 
     \b
-      vtriage check --model-config config.json --gpu-memory-gib 80 --max-model-len 32768
+      vtriage check --model-config config.json --gpu H100 --max-model-len 32768
       vtriage check --model-config ./Llama-3.1-70B-Instruct --gpu-memory-gib 80 --gpus 4 --tensor-parallel-size 4
       vtriage check --from-log last-startup.log --max-num-seqs 512 --expect-prompt-tokens 2000 --expect-output-tokens 500
     Exit codes: 0 it fits, 1 a problem is predicted, 2 usage or input error, 3 not enough figures to predict.
     """  # noqa: E501 - --help prints each example command on one line
     from .capacity.lengths import Lengths
     from .capacity.model import Settings
+    from .capacity.registry import NOTHING_GIVEN
     from .capacity.scenario import check
     if not model_config and not from_log:
-        raise click.UsageError("give --model-config config.json (with --gpu-memory-gib) or --from-log LOG")
-    if model_config and not from_log and not gpu_memory_gib:
-        raise click.UsageError("--model-config needs --gpu-memory-gib: the memory of one GPU, e.g. 80")
+        raise click.UsageError("give --model-config config.json (with --gpu NAME or --gpu-memory-gib GIB) "
+                               "or --from-log LOG")
+    if model_config and not from_log and not (gpu_name or gpu_memory_gib):
+        raise click.UsageError("--model-config needs the memory of one GPU: give --gpu NAME (e.g. H100) "
+                               "or --gpu-memory-gib GIB (e.g. 80)")
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
     check_output(output)
     if (expect_prompt_tokens is None) != (expect_output_tokens is None):
         raise click.UsageError("give both --expect-prompt-tokens and --expect-output-tokens, or neither")
     changes = _changes(options)
-    needed = changes.get("tensor_parallel_size", 1) * changes.get("pipeline_parallel_size", 1)
-    if gpus is not None and needed > gpus:
-        raise click.UsageError(f"tensor x pipeline parallel size is {needed}, but --gpus is {gpus}")
+    _refuse_more_gpus_than(gpus, changes)
+    given = _given(gpu_name, gpu_memory_gib, gpus, model_config) or NOTHING_GIVEN
     lengths = None
     if expect_prompt_tokens is not None and expect_output_tokens is not None:
         lengths = Lengths(0, float(expect_prompt_tokens), float(expect_output_tokens), None, None, (), "expected")
     elif metrics_files:
         lengths = _lengths_from_metrics(metrics_files)
     facts = _log_facts(from_log, rules_dir) if from_log else None
-    scenario = check(_spec(model_config), facts, gpu_memory_gib, Settings().replace(**changes), changes, lengths,
-                     vllm_version, sliding_window=not disable_sliding_window, max_gpus=gpus)
+    scenario = check(facts, given, Settings().replace(**changes), changes, lengths, vllm_version,
+                     sliding_window=not disable_sliding_window)
     _emit(scenario, "check", fmt, output, tuple(p for p in (model_config, from_log, *metrics_files) if p))
 
 
-def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None, model_config: str | None):
+def _refuse_more_gpus_than(gpus: int | None, changes: Mapping[str, Any]) -> None:
+    needed = changes.get("tensor_parallel_size", 1) * changes.get("pipeline_parallel_size", 1)
+    if gpus is not None and needed > gpus:
+        raise click.UsageError(f"tensor x pipeline parallel size is {needed}, but --gpus is {gpus}")
+
+
+def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None,
+           model_config: str | None) -> Given | None:
     """What the user says the log lacks: the GPU (by name or memory), the node's GPU count, the model's config;
     None when nothing is given (the capacity model then loads only if a fix needs it)."""
     if not (gpu_name or gpu_memory_gib or gpus or model_config):
@@ -775,11 +799,12 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
     sys.exit(EXIT_INCONCLUSIVE if any(p.vllm is None for p in snap.processes) else EXIT_HEALTHY)
 
 
-def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:
-    """The report of log files alone (no metrics), as `vtriage FILE...` would give it."""
+def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool, given: Given | None = None) -> Report:
+    """The report of log files alone (no metrics), as `vtriage FILE...` would give it (with what `given` adds)."""
     from .pipeline import Incident, build_report
     from .sources.files import open_log
-    return build_report(Incident(logs=tuple(open_log(path) for path in files), redact=not no_redact), kit)
+    return build_report(Incident(logs=tuple(open_log(path) for path in files), given=given,
+                                 redact=not no_redact), kit)
 
 
 @cli.command("diff")
@@ -794,12 +819,19 @@ def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool) -> Report:
 @click.option("--rules", "rules_dir", metavar="DIR", help="Use the rules and signatures in DIR.")
 @click.option("--no-redact", is_flag=True, help="Show secrets in the output instead of ***.")
 @_config_options
+@_gpu_options
+@click.option("--model-config", metavar="CONFIG",
+              help="The model's local config.json (or its folder), for the fixes of both sides.")
 @click.pass_context
 def diff_command(ctx: click.Context, pair: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...], fmt: str,
                  output: str | None, rules_dir: str | None, no_redact: bool, config_path: str | None,
-                 no_config: bool, ignore: tuple[str, ...]) -> None:
+                 no_config: bool, ignore: tuple[str, ...], gpu_name: str | None, gpu_memory_gib: float | None,
+                 gpus: int | None, model_config: str | None) -> None:
     """Did the fix work? Compare the server's log BEFORE and AFTER a change: verdict, KV headroom,
-    preemption, concurrency and settings, side by side. Exits as `vtriage AFTER` would."""
+    preemption, concurrency and settings, side by side. Exits as `vtriage AFTER` would.
+
+    What the logs lack (one server: the same for both) can be given, as to `vtriage FILE`: --gpu NAME or
+    --gpu-memory-gib, --gpus, --model-config; they size and check the next fix for AFTER."""
     from .render.diff import render_diff_json, render_diff_text
     from .report.diff import compare
     if pair and (before or after):
@@ -815,8 +847,10 @@ def diff_command(ctx: click.Context, pair: tuple[str, ...], before: tuple[str, .
         raise click.UsageError("stdin (-) can be given only once")
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
     check_output(output)
+    given = _given(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
-    comparison = compare(_log_report(before, kit, no_redact), _log_report(after, kit, no_redact), kit.rules.classes)
+    comparison = compare(_log_report(before, kit, no_redact, given), _log_report(after, kit, no_redact, given),
+                         kit.rules.classes)
     text = (render_diff_json if fmt == "json" else render_diff_text)(comparison)
     if output:
         write_atomically(output, text, before + after)

@@ -264,8 +264,10 @@ def settings_from_facts(facts: Mapping[str, Fact]) -> Settings:
                     quantization=v("quantization"), enforce_eager=bool(v("enforce_eager", False)))
 
 
-def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_total_gib: float | None = None) -> Geometry:
-    """The geometry one startup log shows; `spec` (a config.json) and `gpu_total_gib` fill what it lacks."""
+def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_total_gib: float | None = None,
+              gpu_source: str = "given") -> Geometry:
+    """The geometry one startup log shows; `spec` (a config.json) and `gpu_total_gib` (said to come from
+    `gpu_source`) fill what it lacks."""
     era, engine = _era(facts)
     settings = settings_from_facts(facts)
     version = version_tuple(facts["vllm_version"].value if "vllm_version" in facts else None)
@@ -275,10 +277,12 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
         utilization = Figure(default, ASSUMED, f"not in the log; vLLM's default {default}")
         settings = settings.replace(gpu_memory_utilization=default)
     total = _fig(facts, "gpu_total_gib")
+    # As in a diagnosis (pipeline.given_facts): the total given fills the one the log does not print, never
+    # replaces it.
+    if total is None and gpu_total_gib:
+        total = Figure(gpu_total_gib, GIVEN, gpu_source)
     if total is None and "budget_gib" in facts:
         total = Figure(facts["budget_gib"].value / utilization.value, DERIVED, "the budget / utilization")
-    if gpu_total_gib:
-        total = Figure(gpu_total_gib, GIVEN, "--gpu-memory-gib")
     weights = _fig(facts, "weights_gib")
     if weights is None and spec is not None:
         weights = Figure(round(spec.weights_gib(settings.tensor_parallel_size, settings.pipeline_parallel_size,

@@ -32,6 +32,7 @@ from .model import (
     version_tuple,
 )
 from .predict import Prediction, blocks_for, predict, requests_held
+from .registry import NOTHING_GIVEN, Given
 
 ASSUMED_NON_TORCH_GIB = 0.5       # CUDA context growth, NCCL and attention workspaces (0.2-0.6 in the fixture logs)
 ASSUMED_GRAPH_GIB = 1.0           # CUDA graphs (0.2-1.9 GiB in the fixture logs)
@@ -100,11 +101,11 @@ def _max_num_seqs(settings: Settings, total: float | None, engine: str) -> Figur
                   + (" (V1 on GPUs of 70 GiB or more)" if default == 1024 else ""))
 
 
-def whatif(facts: Mapping[str, Fact], changes: Mapping[str, Any], spec: ModelSpec | None = None,
-           gpu_total_gib: float | None = None, lengths: Lengths | None = None, lengths_source: str = "",
-           max_gpus: int | None = None) -> Scenario:
-    """The incident's geometry under `changes` (vllm serve flags by their Settings names)."""
-    g = calibrate(facts, spec, gpu_total_gib)
+def whatif(facts: Mapping[str, Fact], changes: Mapping[str, Any], given: Given = NOTHING_GIVEN,
+           lengths: Lengths | None = None, lengths_source: str = "") -> Scenario:
+    """The incident's geometry under `changes` (vllm serve flags by their Settings names), with what the user
+    gave filling what the log lacks (the model's config, the GPU's memory) and bounding suggestions (the GPUs)."""
+    g = calibrate(facts, given.spec, given.gpu_total_gib, given.gpu_source)
     baseline = predict(g)
     if g.logged_concurrency is not None:
         baseline = dataclasses.replace(baseline, max_concurrency=g.logged_concurrency)
@@ -117,7 +118,7 @@ def whatif(facts: Mapping[str, Fact], changes: Mapping[str, Any], spec: ModelSpe
     version = facts["vllm_version"].value if "vllm_version" in facts else None
     subject = f"{model} on vLLM {version or '?'} ({g.engine.upper()})"
     return Scenario(subject, g, baseline, p, dict(changes), lengths, lengths_source, seqs, verdict, reason,
-                    tuple(suggest(g, p, settings, lengths, seqs, max_gpus)))
+                    tuple(suggest(g, p, settings, lengths, seqs, given.gpus)))
 
 
 # --- a pre-deploy check from config.json -----------------------------------------------------------
@@ -133,7 +134,7 @@ def estimate_activation_gib(spec: ModelSpec, s: Settings) -> float:
 
 
 def config_geometry(spec: ModelSpec, gpu_total_gib: float, settings: Settings, vllm_version: str | None = None,
-                    sliding_window: bool = True) -> Geometry:
+                    sliding_window: bool = True, gpu_source: str = "given") -> Geometry:
     """What a startup of this model on this GPU would log, every figure not in config.json assumed and said so."""
     version = version_tuple(vllm_version)
     if version is None or version >= GRAPH_BUDGET_RELEASE:
@@ -174,7 +175,7 @@ def config_geometry(spec: ModelSpec, gpu_total_gib: float, settings: Settings, v
                                                          if a.kind == "sliding" else a for a in spec.attention))
     eq = "budget - weights - activation - non-torch" + (" - CUDA graph estimate" if in_budget else "")
     return Geometry(
-        era=era, engine=engine, settings=settings, total_gib=Figure(gpu_total_gib, GIVEN, "--gpu-memory-gib"),
+        era=era, engine=engine, settings=settings, total_gib=Figure(gpu_total_gib, GIVEN, gpu_source),
         utilization=util, weights_gib=Figure(weights, CONFIG, "parameters x bytes per parameter, split over the GPUs"),
         activation_gib=Figure(activation, ASSUMED, "estimated from max_num_batched_tokens, the MLP width and the "
                               f"sampler's logits (at least {MIN_ACTIVATION_GIB:g} GiB); a startup log measures it"),
@@ -188,18 +189,18 @@ def config_geometry(spec: ModelSpec, gpu_total_gib: float, settings: Settings, v
         block_size=Figure(block, ASSUMED, f"vLLM's default {DEFAULT_BLOCK_SIZE}"), spec=spec)
 
 
-def check(spec: ModelSpec | None, facts: Mapping[str, Fact] | None, gpu_total_gib: float | None, settings: Settings,
-          changes: Mapping[str, Any], lengths: Lengths | None, vllm_version: str | None = None,
-          sliding_window: bool = True, max_gpus: int | None = None) -> Scenario:
-    """The verdict before rollout: from a previous startup log when given (calibrated), else from config.json."""
+def check(facts: Mapping[str, Fact] | None, given: Given, settings: Settings, changes: Mapping[str, Any],
+          lengths: Lengths | None, vllm_version: str | None = None, sliding_window: bool = True) -> Scenario:
+    """The verdict before rollout: from a previous startup log when given (calibrated), else from the config.json
+    and the GPU's memory the user gave."""
     source = ("expected (--expect-*-tokens)" if lengths.window == "expected" else "observed in the metrics") \
         if lengths else ""
     if facts is not None:
-        scn = whatif(facts, changes, spec, gpu_total_gib, lengths, source, max_gpus)
-        return scn
+        return whatif(facts, changes, given, lengths, source)
+    spec, gpu_total_gib = given.spec, given.gpu_total_gib
     if spec is None or not gpu_total_gib:
         raise ValueError("a check needs a config.json and the GPU's memory, or a startup log")
-    g = config_geometry(spec, gpu_total_gib, settings, vllm_version, sliding_window)
+    g = config_geometry(spec, gpu_total_gib, settings, vllm_version, sliding_window, given.gpu_source)
     p = predict(g)
     seqs = Figure(g.settings.max_num_seqs, GIVEN if settings.max_num_seqs else ASSUMED,
                   "" if settings.max_num_seqs else f"not set; vLLM's default {g.settings.max_num_seqs}")
@@ -207,7 +208,7 @@ def check(spec: ModelSpec | None, facts: Mapping[str, Fact] | None, gpu_total_gi
     subject = f"{spec.path.rsplit('/', 1)[-1]} ({spec.model_type}, {spec.total_params / 1e9:.2f}B parameters) on " \
               f"{gpu_total_gib:g} GiB GPUs"
     return Scenario(subject, g, None, p, dict(changes), lengths, source, seqs, verdict, reason,
-                    tuple(suggest(g, p, g.settings, lengths, seqs, max_gpus)))
+                    tuple(suggest(g, p, g.settings, lengths, seqs, given.gpus)))
 
 
 # --- what would make it fit --------------------------------------------------------------------------
