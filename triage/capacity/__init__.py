@@ -79,16 +79,23 @@ def prescribe(names: Sequence[str], facts: Facts, verdict: str, given: Given = N
 
 def arrange_fixes(fixes: list[Fix], facts: Facts, verdict: str) -> tuple[Fix, ...]:
     """Every fix with its status; when the evidence names another process, finding and stopping it comes first;
-    fixes the model predicts fail or fall short go last (shown as "not enough alone", never as the fix)."""
+    when torch lists a process that may be vLLM itself, finding out which it is comes last; fixes the model
+    predicts fail or fall short go last of all (shown as "not enough alone", never as the fix)."""
     out: list[Fix] = []
     for fix in fixes:
         if not fix.status:
             fix = dataclasses.replace(fix, status="advice" if fix.value is None else "unchecked")
         if all(fix.action != seen.action for seen in out):
             out.append(fix)
-    if verdict in MEMORY_VERDICTS and names_another_process(facts):
-        first = [f for f in out if f.computed_from and "other_process_pids" in f.computed_from]
-        if not first:
-            first = [dataclasses.replace(f, status="advice") for f in free_other_processes(facts, NOTHING_GIVEN)]
-        out = first + [f for f in out if f not in first]
+    another = names_another_process(facts)
+    if verdict in MEMORY_VERDICTS and (another or "unidentified_processes_gib" in facts):
+        theirs = [f for f in out if f.computed_from and _ABOUT_OTHERS.intersection(f.computed_from)]
+        if not theirs:
+            theirs = [dataclasses.replace(f, status="advice") for f in free_other_processes(facts, NOTHING_GIVEN)]
+        rest = [f for f in out if f not in theirs]
+        out = theirs + rest if another else rest + theirs
     return tuple([f for f in out if f.status != "not_enough"] + [f for f in out if f.status == "not_enough"])
+
+
+# What a fix about the other processes on the GPU is computed from.
+_ABOUT_OTHERS = frozenset({"other_process_pids", "unidentified_process_pids"})
