@@ -89,6 +89,13 @@ FACTS: Mapping[str, FactSpec] = {s.name: s for s in (
     _spec("other_processes", int, "processes", "How many other processes hold GPU memory."),
     _spec("other_process_pids", str, None,
           "The PIDs of the other processes holding GPU memory, when the input names them."),
+    _spec("other_processes_max_gib", float, "GiB",
+          "The most GPU memory processes other than vLLM can have held at the OOM: total - free - the least this "
+          "process held (torch's figures)."),
+    _spec("unidentified_processes_gib", float, "GiB",
+          "GPU memory of processes torch lists as 'Process N' that may be vLLM itself (its host PID, in a container) "
+          "or another process: the figures cannot tell."),
+    _spec("unidentified_process_pids", str, None, "The PIDs of the processes unidentified_processes_gib counts."),
     _spec("oom_self_share", float, "ratio", "Share of the GPU the vLLM process itself held at the OOM."),
     # Failure
     _spec("failure_kind", str, None, "What failed first: cuda_oom, kv_too_small, nccl_error, ..."),

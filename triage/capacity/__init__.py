@@ -86,8 +86,9 @@ _ORDER = {"checked": 0, "unchecked": 1, "advice": 1, "not_enough": 2}
 def arrange_fixes(fixes: list[Fix], facts: Facts, verdict: str) -> tuple[Fix, ...]:
     """Every fix with its status, in the order to try them: when the evidence names another process, finding and
     stopping it comes first; then the fixes the capacity model checked, then the ones it could not check (and
-    advice), each in the rule's order; last the levers the model predicts fail or fall short alone (shown as "not
-    enough alone", never numbered as a fix)."""
+    advice), each in the rule's order; then, when torch lists a process that may be vLLM itself, finding out
+    which it is; last the levers the model predicts fail or fall short alone (shown as "not enough alone",
+    never numbered as a fix)."""
     out: list[Fix] = []
     for fix in fixes:
         if not fix.status:
@@ -95,9 +96,20 @@ def arrange_fixes(fixes: list[Fix], facts: Facts, verdict: str) -> tuple[Fix, ..
         if all(fix.action != seen.action for seen in out):
             out.append(fix)
     first: list[Fix] = []
-    if verdict in MEMORY_VERDICTS and names_another_process(facts):
-        first = [f for f in out if f.computed_from and "other_process_pids" in f.computed_from]
-        if not first:
-            first = [dataclasses.replace(f, status="advice") for f in free_other_processes(facts, NOTHING_GIVEN)]
-    rest = [f for f in out if f not in first]
-    return tuple(first + sorted(rest, key=lambda f: _ORDER[f.status]))      # stable: the rule's order within
+    check_last: list[Fix] = []
+    another = names_another_process(facts)
+    if verdict in MEMORY_VERDICTS and (another or "unidentified_processes_gib" in facts):
+        theirs = [f for f in out if f.computed_from and _ABOUT_OTHERS.intersection(f.computed_from)]
+        if not theirs:
+            theirs = [dataclasses.replace(f, status="advice") for f in free_other_processes(facts, NOTHING_GIVEN)]
+        if another:
+            first = theirs
+        else:
+            check_last = theirs
+    rest = sorted((f for f in out if f not in first and f not in check_last), key=lambda f: _ORDER[f.status])
+    may_work = [f for f in rest if f.status != "not_enough"]
+    return tuple(first + may_work + check_last + [f for f in rest if f.status == "not_enough"])
+
+
+# What a fix about the other processes on the GPU is computed from.
+_ABOUT_OTHERS = frozenset({"other_process_pids", "unidentified_process_pids"})

@@ -20,6 +20,8 @@ from .registry import (
     Given,
     floor2,
     geometry,
+    names_another_process,
+    other_processes_ruled_out,
     outcome,
     starts,
     value_of,
@@ -118,8 +120,13 @@ def cpu_offload(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
 
 # --- external_pressure ---------------------------------------------------------------------------------
 
+# Phases whose allocations come on top of vLLM's budget, already taken: a failed one needs room beside it.
+_OUTSIDE_THE_BUDGET = frozenset({"cuda_graph_capture", "serving"})
+
+
 def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
-    """The largest --gpu-memory-utilization the free memory allows (free / total minus a margin)."""
+    """The largest --gpu-memory-utilization the free memory allows (free / total minus a margin), leaving room for an
+    allocation that failed outside the budget; none when that is not below the utilization the incident ran with."""
     total, free = value_of(facts, "gpu_total_gib"), value_of(facts, "free_gib")
     others = value_of(facts, "other_processes_gib")
     if not total:
@@ -134,8 +141,16 @@ def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -
         available, basis = total - beyond, f"{beyond:.2f} of {total:.2f} GiB is in use beyond vLLM's reservation"
     else:
         return []
+    tried = value_of(facts, "tried_to_allocate_gib")
+    if tried is not None and value_of(facts, "failed_phase") in _OUTSIDE_THE_BUDGET:
+        available -= tried + HEADROOM_MARGIN_GIB
+        basis += f"; the {tried:.2f} GiB that failed (+{HEADROOM_MARGIN_GIB} GiB) needs room outside the budget"
     value = floor2(available / total - SAFETY_MARGIN_RATIO)
-    used = ("gpu_total_gib", "free_gib", "other_processes_gib", "gpu_memory_beyond_budget_gib")
+    current = value_of(facts, "gpu_memory_utilization")
+    if current is not None and value >= current:
+        return []                   # what the others hold does not limit the budget the incident ran with
+    used = ("gpu_total_gib", "free_gib", "other_processes_gib", "gpu_memory_beyond_budget_gib",
+            "tried_to_allocate_gib")
     if value <= 0.05:
         return [Fix(action="Free the GPU first: almost nothing is left for vLLM", why=basis, computed_from=used,
                     reference=DOCS_MEMORY)]
@@ -161,9 +176,24 @@ def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -
 
 def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """Find and stop (or move) the other processes holding GPU memory: the first thing to do when the evidence
-    names one, before any utilization number."""
+    names one, before any utilization number. Not offered when torch's figures leave other processes too little to
+    matter, or less than the allocation that failed needed beyond what was free; when torch lists a process that
+    may be vLLM itself, the fix is to find out which it is first."""
+    if other_processes_ruled_out(facts):
+        return []
     others = value_of(facts, "other_processes_gib") or value_of(facts, "gpu_memory_beyond_budget_gib")
     pids = value_of(facts, "other_process_pids")
+    unidentified = facts.get("unidentified_processes_gib")
+    caution = f"{unidentified.note}, so stop only a process that is not vLLM; " if unidentified is not None else ""
+    if unidentified is not None and not names_another_process(facts):
+        unsure = str(value_of(facts, "unidentified_process_pids"))
+        check = (f"whether process {unsure} ({unidentified.value:.2f} GiB) is" if "," not in unsure
+                 else f"which of processes {unsure} ({unidentified.value:.2f} GiB) is")
+        return [Fix(action=f"Check {check} vLLM itself before stopping anything",
+                    why=caution + "`nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv` on the "
+                        "node (or `vtriage gpu`) names the process behind each PID",
+                    computed_from=("unidentified_processes_gib", "unidentified_process_pids"),
+                    reference=DOCS_TROUBLESHOOTING)]
     held = f" holding {others:.2f} GiB" if others and others > 0 else ""
     who = f"process {pids}" if pids and "," not in str(pids) \
         else f"processes {pids}" if pids else "the other process(es)"
@@ -174,8 +204,8 @@ def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix
                     computed_from=("other_processes_gib", "other_process_pids", "free_gib"),
                     reference=DOCS_TROUBLESHOOTING)]
     return [Fix(action=f"Find and stop or move {who}{held} on this GPU",
-                why="list who holds the GPU with `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
-                    "--format=csv` (or `vtriage gpu` on the node); in Kubernetes, look for another "
+                why=caution + "list who holds the GPU with `nvidia-smi --query-compute-apps=pid,process_name,"
+                    "used_memory --format=csv` (or `vtriage gpu` on the node); in Kubernetes, look for another "
                     "pod scheduled on the same GPU. Only once it is gone (or if it must stay) size "
                     "--gpu-memory-utilization to what is left",
                 computed_from=("other_processes_gib", "other_process_pids", "gpu_memory_beyond_budget_gib"),

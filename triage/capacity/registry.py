@@ -171,6 +171,17 @@ def weights_needed(facts: Facts, given: Given = NOTHING_GIVEN) -> WeightsNeeded:
 OTHER_PROCESS_NOTABLE_GIB = 0.5
 
 
+def other_processes_ruled_out(facts: Facts) -> bool:
+    """torch's figures (total - free - what this process held at least) leave other processes less than
+    OTHER_PROCESS_NOTABLE_GIB, or less than the failed allocation needed beyond what was free: stopping them
+    would not have let it succeed."""
+    most = value_of(facts, "other_processes_max_gib")
+    tried, free = value_of(facts, "tried_to_allocate_gib"), value_of(facts, "free_gib")
+    if most is None:
+        return False
+    return most < OTHER_PROCESS_NOTABLE_GIB or (tried is not None and free is not None and most + free < tried)
+
+
 def names_another_process(facts: Facts) -> bool:
     """The evidence shows another process holding GPU memory: an OOM's `Process N has X GiB`, a GPU
     snapshot or nvidia-smi, or DCGM's memory in use beyond vLLM's reservation."""

@@ -480,8 +480,8 @@ def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -
     for source in (oom, check):
         if source is None:
             continue
-        for key in ("gpu_total_gib", "free_gib", "requested_gib", "tried_to_allocate_gib", "this_process_gib",
-                    "allocated_gib", "private_pool_gib", "gpu_memory_utilization", "kv_requested_gib"):
+        for key in ("gpu_total_gib", "free_gib", "requested_gib", "tried_to_allocate_gib", "allocated_gib",
+                    "private_pool_gib", "gpu_memory_utilization", "kv_requested_gib"):
             if key in source.fields:
                 out.put(key, source.fields[key], [source.source])
     for key, how in _MEMORY_FIELDS:
@@ -495,8 +495,7 @@ def _memory(out: _Facts, events: Sequence[LogEvent], failure: LogEvent | None) -
             out.put("other_processes_gib", max(0.0, total - free), [check.source],
                     "total minus free at startup, before vLLM allocated anything")
     elif oom is not None:
-        _other_processes_from_oom(out, oom)
-        _outside_torch_from_old_oom(out, oom)
+        _holders_at_oom(out, oom)
     this = out.value("this_process_gib")
     total = out.value("gpu_total_gib")
     if this is not None and total:
@@ -576,65 +575,114 @@ def _budget(out: _Facts) -> None:
                 "gpu_memory_utilization x total")
 
 
-def _other_processes_from_oom(out: _Facts, oom: LogEvent) -> None:
-    """Who held the GPU. torch lists this process and every other one, but in a container it may
-    list vLLM itself as "Process N" (the PIDs are the host's): spot that by its size."""
-    usages: list[float] = list(oom.fields.get("process_gib") or [])
-    pids: list[int] = list(oom.fields.get("process_pid") or [])
-    if "this_process_gib" not in oom.fields and not usages:
-        return                                   # NVML gave nothing: unknown, not zero
-    own = oom.fields.get("this_process_gib")
-    note = None
-    if own is None and usages:
-        allocated = (oom.fields.get("allocated_gib") or 0.0) + (oom.fields.get("unallocated_gib") or 0.0)
-        if allocated:
-            closest = min(usages, key=lambda u: abs(u - allocated))
-            if abs(closest - allocated) <= max(SELF_MATCH_GIB, 0.1 * allocated):
-                if len(pids) == len(usages):
-                    pids.pop(usages.index(closest))
-                usages.remove(closest)
-                own = closest
-                note = (f"torch names no 'this process'; the process holding {closest:.2f} GiB matches what "
-                        f"torch allocated ({allocated:.2f} GiB), so it is vLLM itself seen through a "
-                        "container's PID namespace")
-        if own is not None:
-            out.put("this_process_gib", own, [oom.source], note)
-    others = sum(usages)
-    why = note or (f"{len(usages)} other process(es) named in the OOM text" if usages
-                   else "the OOM text names no other process")
-    total, free = oom.fields.get("gpu_total_gib"), oom.fields.get("free_gib")
-    if own is not None and total and free is not None and total - free - own > others + SELF_MATCH_GIB:
-        # torch names other processes only when NVML lets it see them (not across containers): the
-        # card's own arithmetic still shows what they hold.
-        others = total - free - own
-        why = (f"total {total:.2f} - free {free:.2f} - this process {own:.2f} GiB: held outside this process"
-               + (f" ({len(usages)} named)" if usages else ", though the OOM text names no other process"))
-    out.put("other_processes_gib", others, [oom.source], why)
-    out.put("other_processes", len(usages), [oom.source])
-    if usages and len(pids) == len(usages):
-        out.put("other_process_pids", ", ".join(str(p) for p in pids), [oom.source])
+_Listed = tuple[int, float]          # (pid, GiB) of a process torch's OOM text lists as `Process N has X`
 
 
-def _outside_torch_from_old_oom(out: _Facts, oom: LogEvent) -> None:
-    """An OOM text with no per-process figures (torch < 2.1, torch_npu, and ROCm's and XPU's, which torch builds
-    without NVML) still says what its own allocator reserved: the rest of the used memory is this process's
-    device context plus every other process. A free figure above the total (an APU sharing host RAM) says
-    nothing of the others."""
-    total, free = oom.fields.get("gpu_total_gib"), oom.fields.get("free_gib")
-    reserved = oom.fields.get("reserved_gib")
-    how = "reserved by PyTorch"
-    if reserved is None and oom.fields.get("allocated_gib") is not None and "this_process_gib" not in oom.fields \
-            and not oom.fields.get("process_gib"):
-        reserved = oom.fields["allocated_gib"] + (oom.fields.get("unallocated_gib") or 0.0)
+def _holders_at_oom(out: _Facts, oom: LogEvent) -> None:
+    """Who held the GPU when torch refused the allocation: this process, other processes, and, when the figures
+    cannot tell, processes that may be either.
+
+    torch lists every process NVML reports on the GPU: `this process has X` for its own PID, `Process N has X`
+    for each other PID. In a container the PIDs are the host's, so vLLM itself may be a `Process N`. A figure of
+    0 bytes is NVML giving none (WSL, some containers), not an empty process. What torch's allocator reserved
+    (allocated, private pools included, plus reserved but unallocated) is the least this process holds. With
+    no usable list (ROCm, XPU, torch 2.0, NPU, NVML without figures), this process is that plus its device
+    context and the rest of the used memory is held outside it."""
+    fields = oom.fields
+    total, free = fields.get("gpu_total_gib"), fields.get("free_gib")
+    used = total - free if total is not None and free is not None and free <= total else None
+    reserved, how = fields.get("reserved_gib"), "reserved by PyTorch"
+    if reserved is None and fields.get("allocated_gib") is not None:
+        reserved = fields["allocated_gib"] + (fields.get("unallocated_gib") or 0.0)
         how = "allocated and reserved by PyTorch"
-    if total is None or free is None or reserved is None or free > total:
+    listed: list[_Listed] = [(pid, gib) for pid, gib in zip(fields.get("process_pid") or (),
+                                                            fields.get("process_gib") or ()) if gib]
+    no_figures = "this_process_gib" in fields and not fields["this_process_gib"]
+    own, note = fields.get("this_process_gib") or None, None
+    unsure: list[_Listed] = []
+    if own is None and listed and not no_figures:
+        itself, unsure = _self_among(listed, reserved, used)
+        listed = [p for p in listed if p not in unsure]
+        if itself is not None:
+            (pid, own), note = itself
+            listed.remove((pid, own))
+            note += f" {how}: vLLM itself under its host PID, as in a container's PID namespace"
+    measured = own is not None
+    if own is None and not unsure and reserved is not None and used is not None:
+        own = min(reserved + CUDA_CONTEXT_GIB, used)
+        note = (f"{how} {reserved:.2f} GiB plus about {CUDA_CONTEXT_GIB:.0f} GiB of device context"
+                + (f", at most the {used:.2f} GiB in use" if own == used else "")
+                + ("; torch's process list gives 0 bytes: NVML could not read per-process memory" if no_figures
+                   else ""))
+    if own is not None:
+        out.put("this_process_gib", own, [oom.source], note)
+    least_own = own if measured else reserved
+    if used is not None and least_own is not None:
+        out.put("other_processes_max_gib", max(0.0, used - least_own), [oom.source],
+                f"total {total:.2f} - free {free:.2f} - at least {least_own:.2f} GiB held by this process")
+    if unsure:
+        out.put("unidentified_processes_gib", sum(gib for _, gib in unsure), [oom.source], _unsure_note(unsure))
+        out.put("unidentified_process_pids", ", ".join(str(pid) for pid, _ in unsure), [oom.source])
+    named = sum(gib for _, gib in listed)
+    rest = None if own is None or used is None else used - own
+    # A measured share leaves out the few hundred MiB the driver keeps; an estimated one is all there is to go by.
+    if rest is not None and (rest > named + SELF_MATCH_GIB if measured else rest >= named):
+        if listed:
+            listing = f" ({len(listed)} named)"
+        elif measured:
+            listing = ", though the OOM text names no other process"
+        else:
+            listing = " (the OOM text gives no process's figure)" if no_figures else " (the OOM text lists no process)"
+        share = f"{own:.2f}" if measured else f"about {own:.2f}"
+        out.put("other_processes_gib", rest, [oom.source],
+                f"total {total:.2f} - free {free:.2f} - this process {share} GiB: held outside this process{listing}")
         return
-    outside = max(0.0, total - free - reserved - CUDA_CONTEXT_GIB)
-    out.put("other_processes_gib", outside, [oom.source],
-            f"total {total:.2f} - free {free:.2f} - {how} {reserved:.2f} - about {CUDA_CONTEXT_GIB:.0f} GiB "
-            "for this process's device context (the error lists no processes)")
-    out.put("this_process_gib", reserved + CUDA_CONTEXT_GIB, [oom.source],
-            f"{how} {reserved:.2f} GiB plus about {CUDA_CONTEXT_GIB:.0f} GiB of device context")
+    # Of several processes that may be vLLM, at most one is: the others' memory is held outside it all the same.
+    besides = sum(gib for _, gib in unsure) - max(gib for _, gib in unsure) if len(unsure) > 1 else 0.0
+    if own is None and not listed and not besides:
+        return                                   # nothing says what others held: unknown, not zero
+    parts = [f"{len(listed)} other process(es) named in the OOM text"] if listed else []
+    if besides:
+        parts.append(f"at least {besides:.2f} GiB of the {len(unsure)} processes that may be vLLM (one at most is)")
+    out.put("other_processes_gib", named + besides, [oom.source],
+            " plus ".join(parts) or "the OOM text names no other process")
+    out.put("other_processes", len(listed) + max(len(unsure) - 1, 0), [oom.source])
+    if listed:
+        out.put("other_process_pids", ", ".join(str(pid) for pid, _ in listed), [oom.source])
+
+
+def _self_among(listed: Sequence[_Listed], reserved: float | None,
+                used: float | None) -> tuple[tuple[_Listed, str] | None, list[_Listed]]:
+    """vLLM itself among the `Process N` entries when torch names none 'this process': (its entry and why, the
+    entries that may be it or another process). vLLM holds at least what torch reserved: an entry within
+    SELF_MATCH_GIB (or 10 %) of that is vLLM, one below it is another process. An entry above it is vLLM only when
+    it is the one place vLLM's memory can be (what the entries leave of the used memory is less than torch
+    reserved); otherwise, as when two entries match, the log cannot tell."""
+    if reserved is None:
+        return None, list(listed)
+    tolerance = max(SELF_MATCH_GIB, 0.1 * reserved)
+    could = [p for p in listed if p[1] >= reserved - tolerance]
+    close = [p for p in could if p[1] <= reserved + tolerance]
+    if len(close) == 1:
+        pid, gib = close[0]
+        return (close[0], f"torch lists no 'this process'; process {pid} ({gib:.2f} GiB) matches the "
+                          f"{reserved:.2f} GiB"), []
+    unlisted = None if used is None else used - sum(gib for _, gib in listed)
+    if not close and len(could) == 1 and unlisted is not None and unlisted < reserved - tolerance:
+        pid, gib = could[0]
+        return (could[0], f"torch lists no 'this process'; process {pid} ({gib:.2f} GiB) is the only place on the "
+                          f"GPU that can hold the {reserved:.2f} GiB"), []
+    return None, could
+
+
+def _unsure_note(unsure: Sequence[_Listed]) -> str:
+    if len(unsure) == 1:
+        pid, gib = unsure[0]
+        return (f"torch lists process {pid} with {gib:.2f} GiB; whether that is vLLM itself (its host PID) or "
+                "another process, the log cannot tell")
+    listing = ", ".join(f"{pid} ({gib:.2f} GiB)" for pid, gib in unsure)
+    return (f"torch lists processes {listing}; which of them is vLLM itself (its host PID) and which another "
+            "process, the log cannot tell")
 
 
 # --- serving ------------------------------------------------------------------------------------

@@ -143,7 +143,15 @@ def memory_picture(facts: Mapping[str, Fact], ranks: Sequence[RankMemory] = (),
         oom = [_segment(facts, "this_process_gib", "This vLLM process", this, 0.0, scale)]
         free_x = (total - free if total and free is not None else (this or 0.0) + (other or 0.0))
         other_x = (free_x - other if total and free is not None and other is not None else this or 0.0)
-        oom.append(_segment(facts, "other_processes_gib", "Other processes", other, other_x, scale))
+        unsure = _value(facts, "unidentified_processes_gib")
+        if unsure is not None:      # torch's `Process N` entries that may be vLLM under its host PID, where vLLM is
+            oom.append(_segment(facts, "unidentified_processes_gib", "Process(es) that may be vLLM itself (the "
+                                "log cannot tell)", unsure, this or 0.0, scale))
+        if unsure is not None and other is not None and (this or 0.0) + unsure > other_x + 0.01:
+            oom.append(Segment("other_processes_gib", "Other processes", facts.get("other_processes_gib"),
+                               note="part of the processes that may be vLLM itself, drawn there"))
+        else:
+            oom.append(_segment(facts, "other_processes_gib", "Other processes", other, other_x, scale))
         oom.append(_segment(facts, "free_gib", "Free", free, free_x, scale))
         attempt = None
         if tried is not None and free is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ..capacity.registry import OTHER_PROCESS_NOTABLE_GIB
 from ..model import Fact, Report, WeightsEstimate
 from ..records import record
 from ..vocabulary import KV_SATURATED
@@ -103,17 +104,24 @@ def _external(facts: Mapping[str, Fact]) -> tuple[str | None, tuple[Comparison, 
     other, total, budget = _v(facts, "other_processes_gib"), _v(facts, "gpu_total_gib"), _v(facts, "budget_gib")
     free, requested = _v(facts, "free_gib"), _v(facts, "requested_gib")
     tried, beyond = _v(facts, "tried_to_allocate_gib"), _v(facts, "gpu_memory_beyond_budget_gib")
-    if free is not None and requested is not None:
-        return (f"{_gib(free)} free at startup vs {_gib(requested)} vLLM asked for",
+    kind = facts.get("failure_kind")
+    if kind is not None and kind.value == "free_memory_low" and free is not None and requested is not None:
+        return (f"vLLM asked for {_gib(requested)} at startup, but only {_gib(free)} was free",
                 (Comparison("Free memory at startup vs vLLM's request, GiB", (
                     Figure("free", free, "GiB", "free_gib"),
                     Figure("vLLM asked for", requested, "GiB", "requested_gib"))),))
-    if other and total is not None and budget is not None:
+    if other is not None and other >= OTHER_PROCESS_NOTABLE_GIB and total is not None and budget is not None:
         headroom = max(total - budget, 0.0)
-        return (f"{_gib(other)} held outside vLLM vs the {_gib(headroom)} its budget leaves free",
-                (Comparison("Memory held outside vLLM vs the headroom, GiB", (
+        if other > headroom:
+            sentence = (f"other processes held {_gib(other)}, more than the {_gib(headroom)} that vLLM's budget "
+                        "leaves of the GPU: the budget and they cannot both fit")
+        else:
+            sentence = (f"other processes held {_gib(other)} of the {_gib(headroom)} that vLLM's budget leaves of the "
+                        f"GPU, leaving only {_gib(headroom - other)} for what vLLM allocates outside its budget")
+        return (sentence,
+                (Comparison("Other processes vs what vLLM's budget leaves of the GPU, GiB", (
                     Figure("held by other processes", other, "GiB", "other_processes_gib"),
-                    Figure("headroom (GPU - budget)", headroom, "GiB", None,
+                    Figure("left outside the budget (GPU - budget)", headroom, "GiB", None,
                            "the GPU's total memory minus vLLM's budget (utilization x GPU)"))),))
     if beyond is not None:
         return (f"{_gib(beyond)} of GPU memory in use beyond vLLM's reservation", ())
