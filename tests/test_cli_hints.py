@@ -275,7 +275,7 @@ def test_diff_sizes_and_bounds_the_next_fix_with_the_gpu_given():
     _, eight = _json("diff", weights, weights)
     _, four = _json("diff", weights, weights, "--gpus", "4")
     assert eight["after"]["fixes"][0]["action"] == "--tensor-parallel-size 8"
-    assert not any(fix["flag"] == "--tensor-parallel-size" for fix in four["after"]["fixes"])
+    assert not any(fix["flag"] == "--tensor-parallel-size" and fix["value"] for fix in four["after"]["fixes"])
 
 
 COMMANDS = {"diagnose": [QWEN_L4], "whatif": ["whatif", QWEN_L4], "check": ["check", "--from-log", QWEN_L4],

@@ -150,6 +150,8 @@ KV_SATURATED = 0.90
 # The thresholds rules name instead of copying a number: a condition's `value = "kv_saturated"`, a template's
 # `{kv_saturated:.0%}`.
 THRESHOLDS: Mapping[str, float] = {"kv_saturated": KV_SATURATED}
+# Memory another process must hold before it is named as the culprit (less is the CUDA context's noise).
+OTHER_PROCESS_NOTABLE_GIB = 0.5
 # The stats-line fields whose peak a merged stats interval keeps (the others: the later line's, or summed).
 STATS_PEAKS = ("kv_usage", "running", "waiting", "swapped", "cpu_kv_usage")
 DEFAULT_BLOCK_SIZE = 16         # tokens per KV cache block when the log does not say

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from ..model import Fact, Fix
 from ..records import record
+from ..vocabulary import OTHER_PROCESS_NOTABLE_GIB
 from .catalog import parameter_count
 from .hfconfig import ModelSpec
 from .model import DERIVED, Figure, Geometry, Settings, _quantization, calibrate, dtype_bytes, weight_bytes
@@ -168,7 +169,6 @@ def weights_needed(facts: Facts, given: Given = NOTHING_GIVEN) -> WeightsNeeded:
 
 # --- what puts a fix first (capacity.arrange_fixes) -------------------------------------------------
 
-OTHER_PROCESS_NOTABLE_GIB = 0.5
 
 
 def other_processes_ruled_out(facts: Facts) -> bool:

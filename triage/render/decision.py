@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..capacity.registry import OTHER_PROCESS_NOTABLE_GIB
 from ..model import Fact, Report, WeightsEstimate
 from ..records import record
-from ..vocabulary import KV_SATURATED
+from ..vocabulary import KV_SATURATED, OTHER_PROCESS_NOTABLE_GIB
 from .common import attempts_sentence, format_value
 
 
