@@ -25,8 +25,6 @@ from .registry import (
     verified,
 )
 
-NEEDS_SATURATION = "--metrics snapshots (or stats lines) with the KV cache usage while it was full"
-
 
 def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     """The largest --max-model-len the KV cache holds (vLLM's own estimate, else the model's token count)."""
@@ -76,7 +74,7 @@ def utilization_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) ->
         if requested and per_token and kv is not None and requested * per_token / GIB > kv:
             more = f"the KV cache needs {requested * per_token / GIB - kv:.2f} GiB more; "
         elif kv is not None and kv <= 0:
-            more = f"the KV cache needs more than the {-kv:.2f} GiB the budget is short; "
+            more = f"the budget is {-kv:.2f} GiB short of any KV cache; "
         if total is None:
             why = f"{more}the exact value needs the GPU's total memory, which the log does not print"
         elif kv is None:
@@ -256,10 +254,9 @@ def max_num_seqs_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]
                     computed_from=used, reference=DOCS_PREEMPTION)]
     cost = _cost(value, value_of(facts, "running_max"))
     if per_request is None or not tokens:
-        missing = NEEDS_SATURATION if not value_of(facts, "kv_cache_usage_max") else NEEDS_CONFIG
         return [Fix(action=f"--max-num-seqs {value}", flag="--max-num-seqs", value=value,
                     why=f"{held}; {value} keeps fewer in flight (now {said}); {cost}", computed_from=used,
-                    reference=DOCS_PREEMPTION, status="unchecked", needs=(missing,))]
+                    reference=DOCS_PREEMPTION, status="unchecked", needs=(NEEDS_CONFIG,))]
     floor = f", not below the {calm} that ran without filling it" if calm and calm > fits else ""
     fix = Fix(action=f"--max-num-seqs {value}", flag="--max-num-seqs", value=value,
               why=f"{value} requests of ~{per_request:,.0f} tokens ({basis}) keep the {tokens:,}-token cache near "
@@ -285,13 +282,18 @@ def _cost(value: int, peak: int | None) -> str:
 
 
 def _for_preemption(fix: Fix, facts: Facts, given: Given, p: Prediction, grows: bool) -> Fix:
-    """A fix that gives the KV cache more room, checked against the goal: the requests the scheduler admits fit."""
+    """A fix that gives the KV cache more room: checked when the server starts with a larger cache, and its
+    prediction says whether the requests that wanted to run then fit, or what to combine it with."""
     if not grows and p.starts is not False:
         return verified(fix, p, None if p.kv_tokens is None else False, "the KV cache does not grow")
-    if p.starts is not True:
+    if p.starts is not True or p.kv_tokens is None:
         return verified(fix, p, p.starts)
-    ok, short = _stops_preempting(facts, given, p)
-    return verified(fix, p, ok, short, needs=(NEEDS_SATURATION,))
+    checked = verified(fix, p, True)
+    _, short = _stops_preempting(facts, given, p)
+    if short is None or checked.predicted is None:
+        return checked
+    return dataclasses.replace(checked, predicted={**checked.predicted,
+                                                   "summary": f"{checked.predicted['summary']}; {short}"})
 
 
 def more_kv_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:

@@ -111,7 +111,8 @@ def report_dict(report: Report) -> dict[str, Any]:
         "command": report.command,
         "launch": None if report.launch is None else {
             "complete": report.launch.complete, "fix": report.launch.fix_index, "program": report.launch.program,
-            "vllm_version": report.launch.vllm_version, "changed": list(report.launch.changed),
+            "vllm_version": report.launch.vllm_version, "release_basis": report.launch.release_basis,
+            "changed": list(report.launch.changed),
             "kept": list(report.launch.kept), "not_recovered": list(report.launch.not_recovered),
             "source": [_ref(r) for r in report.launch.source]},
         "inputs": [{"path": i.path, "kind": i.kind, "lines_read": i.lines_read, "lines_recognised": i.lines_recognised,
