@@ -9,7 +9,7 @@ from conftest import ROOT
 PACKAGE = ROOT / "triage"
 # Layers, lowest first; a module may import its own layer and the ones below it.
 LAYERS = {
-    "model": 0, "vocabulary": 0, "facts": 0, "errors": 0, "redact": 0, "tomlread": 0, "bundled": 0, "records": 0,
+    "model": 0, "vocabulary": 0, "facts": 0, "errors": 0, "redact": 0, "tomlread": 0, "bundled": 0,
     "__init__": 0,
     "sources": 1, "logs": 2, "metrics": 2, "gpu": 2, "decide": 3, "capacity": 4, "report": 5, "render": 6,
     "pipeline": 7, "selftest": 8, "ruletests": 8, "alerts": 8, "cli": 9, "__main__": 9,

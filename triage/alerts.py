@@ -10,12 +10,11 @@ PrometheusRule for the Prometheus Operator, or a plain rules file for `rule_file
 from __future__ import annotations
 
 import json
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import regex
 
-from .records import record
 from .vocabulary import KV_SATURATED
 
 KV_NEW, KV_OLD = "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"
@@ -44,7 +43,7 @@ def _version(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(g or 0) for g in m.groups()) if m else None
 
 
-@record
+@dataclass(frozen=True)
 class MetricNames:
     """The series names one vLLM version exposes, and why they were chosen."""
 
@@ -89,7 +88,7 @@ def _selector(name: str, matchers: str) -> str:
 RunbookFor = Callable[[str], tuple[str, str | None]]     # verdict -> (page, the team's URL or None)
 
 
-@record
+@dataclass(frozen=True)
 class AlertSpec:
     """What the command line chose: where the rules go and what the incident was."""
 

@@ -6,15 +6,15 @@ drift between vLLM versions without touching a rule. docs/facts.md is generated 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
-from .records import record
 from .vocabulary import KV_SATURATED, PHASES
 
 _FULL = f"{KV_SATURATED:.0%}"      # the saturation line, as the descriptions say it
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class FactSpec:
     name: str
     type: type

@@ -1,18 +1,16 @@
 """The types passed between pipeline stages.
 
 sources -> parse (LogEvent) -> facts (Fact) -> rules (Finding, RuledOut) -> Report.
-Everything here is a frozen dataclass (`@record`, records.py) so stages stay pure: they take these in and give
+Everything here is a frozen dataclass so stages stay pure: they take these in and give
 these out.
 """
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .records import record
 
-
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class SourceRef:
     """Where a piece of evidence came from: input name, 1-based line, the (cleaned, redacted) text."""
 
@@ -25,7 +23,7 @@ class SourceRef:
         return self.path if self.line == 0 else f"{self.path}:{self.line}"   # 0: a Prometheus series
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class LogEvent:
     """One recognised log record: a signature matched it and pulled out typed fields."""
 
@@ -40,7 +38,7 @@ class LogEvent:
     wall_time: str | None = None  # the collector's time when a wrapper gave one (ISO: it has the year)
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Fact:
     """A named observation with the lines that support it. Absent facts are simply not there."""
 
@@ -51,7 +49,7 @@ class Fact:
     note: str | None = None      # how it was derived, when not read verbatim
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Finding:
     """A decision-tree node that fired, with its explanation filled from facts."""
 
@@ -69,7 +67,7 @@ class Finding:
     decided_by: str = ""         # the comparison that decided it, when its rule states one
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Suppression:
     """A rule the team accepts (.vtriage.toml or --ignore): when it fires it is listed, never decides."""
 
@@ -79,7 +77,7 @@ class Suppression:
     expires: str | None = None   # ISO date after which it no longer applies
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class SuppressedFinding:
     """A rule that fired but is suppressed: shown as SUPPRESSED, and the tree moved on past it."""
 
@@ -87,7 +85,7 @@ class SuppressedFinding:
     suppression: Suppression
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class RuledOut:
     """A verdict class that was not chosen, and the fact that rules it out (or, not assessed, what is missing)."""
 
@@ -105,7 +103,7 @@ FIX_STATUSES: tuple[str, ...] = (
 )
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Fix:
     """One documented remedy. `flag`/`value` are set when it is a vLLM flag with a computed number."""
 
@@ -122,7 +120,7 @@ class Fix:
     needs: tuple[str, ...] = ()  # unchecked: the inputs (vtriage options) that would let the model check it
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class LaunchCommand:
     """The incident's own launch command, rebuilt from what the log shows, with the headline fix applied."""
 
@@ -138,7 +136,7 @@ class LaunchCommand:
     release_basis: str = ""            # how vllm_version was chosen, in words (the log's, the nearest, assumed)
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class CoverageGroup:
     """Unrecognised WARNING/ERROR lines that share a shape, so nothing silent hides."""
 
@@ -148,7 +146,7 @@ class CoverageGroup:
     example: SourceRef
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class InputSummary:
     """How much of one input was read and understood."""
 
@@ -162,7 +160,7 @@ class InputSummary:
     declared_at: SourceRef | None = None     # the first such declaration
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Diagnosis:
     """The verdict for one startup attempt (or for the metrics alone)."""
 
@@ -178,7 +176,7 @@ class Diagnosis:
     not_assessed: tuple[RuledOut, ...] = ()  # classes nothing in the input speaks for or against
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class AttemptSummary:
     """One startup attempt found in the log, with its own verdict."""
 
@@ -189,7 +187,7 @@ class AttemptSummary:
     failed_phase: str | None
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class TimelinePoint:
     """One stats interval (a log stats line or a metrics scrape), for the report's charts."""
 
@@ -201,7 +199,7 @@ class TimelinePoint:
     source: SourceRef
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class RankMemory:
     """What one process (TP/PP rank) reported about its GPU memory."""
 
@@ -212,7 +210,7 @@ class RankMemory:
     failed: bool = False
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class MetricsOrigin:
     """Where the metrics came from, for the report's header: files, a live URL or a Prometheus range."""
 
@@ -225,7 +223,7 @@ class MetricsOrigin:
     step_seconds: float | None = None
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class InstanceView:
     """One server (or one engine of it) in the fleet view: its verdict and the figures that matter."""
 
@@ -241,7 +239,7 @@ class InstanceView:
     evidence: tuple[SourceRef, ...]
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class FleetView:
     """Several servers or engines diagnosed one by one; the report's diagnosis is the worst one's."""
 
@@ -253,7 +251,7 @@ class FleetView:
     log_joined: bool                   # whether the log(s) were joined with the metrics
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class TimeWindow:
     """The --since/--until window a report covers, and how the log's times were read."""
 
@@ -267,7 +265,7 @@ class TimeWindow:
     samples_total: int = 0
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class WeightsEstimate:
     """The weights a model needs over all its GPUs, as the weight fixes estimate them (capacity.weights_needed)."""
 
@@ -276,7 +274,7 @@ class WeightsEstimate:
     lower_bound: bool           # at least this much
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Report:
     """Everything a renderer needs, and nothing it would have to compute."""
 

@@ -10,6 +10,7 @@ else here is a function of what it is given.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -37,7 +38,6 @@ from .model import (
     TimeWindow,
     WeightsEstimate,
 )
-from .records import record
 from .redact import Redactor
 from .report.command import fixes_the_release_has, headline_command
 from .report.fleet import Unit, instance_views, key_figures, split_units, unit_name, worst
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 
-@record
+@dataclass(frozen=True)
 class Toolkit:
     """The loaded data the pipeline runs on."""
 
@@ -129,7 +129,7 @@ def given_facts(given: Given, facts: Mapping[str, Fact]) -> dict[str, Fact]:
     return out
 
 
-@record
+@dataclass(frozen=True)
 class LogRead:
     """What reading one whole log found besides its events."""
 
@@ -168,7 +168,7 @@ _SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len"
                              "model_name", "load_start"})
 
 
-@record
+@dataclass(frozen=True)
 class _History:
     """The log read once: the earlier attempts already diagnosed (to their verdict), and the last one."""
 
@@ -190,7 +190,7 @@ def _read_attempts(streams: Sequence[Iterable[LogEvent]], kit: Toolkit) -> _Hist
     return _History(summaries, settings, previous)
 
 
-@record
+@dataclass(frozen=True)
 class Incident:
     """What the user gave, as the CLI opened and read it: the logs (opened, not yet read), the metrics read, a GPU
     snapshot, the time window (--since, --until, now), what the input lacks (`given`: --gpu, --model-config),
@@ -222,7 +222,7 @@ def build_report(incident: Incident, kit: Toolkit, progress: Sequence[Callable[[
     return assemble(incident, kit, evidence, runs, gpu, redactor.counts)
 
 
-@record
+@dataclass(frozen=True)
 class Evidence:
     """What the read stage returns: the logs cut into startup attempts (the earlier ones already judged), what
     reading each log found, the metric samples (secrets masked, cut to the window), and the warnings so far."""
@@ -267,7 +267,7 @@ def read(incident: Incident, kit: Toolkit, redactor: Redactor,
     return Evidence(history, tuple(r.result() for r in readings), tuple(samples), kept_window, tuple(warnings))
 
 
-@record
+@dataclass(frozen=True)
 class GpuEvidence:
     """A GPU snapshot's facts (they only fill figures the log and metrics do not give), its warnings, and
     the snapshot as one of the report's inputs."""
@@ -288,7 +288,7 @@ def gpu_evidence(snapshot: GpuSnapshot | None) -> GpuEvidence:
     return GpuEvidence(facts, tuple(warnings), summary)
 
 
-@record
+@dataclass(frozen=True)
 class _Run:
     """One diagnosis of the incident now: the log's last attempt joined with one unit's metrics, or either alone."""
 
@@ -298,7 +298,7 @@ class _Run:
     with_log: bool
 
 
-@record
+@dataclass(frozen=True)
 class Runs:
     """The diagnoses of the incident now (one per metrics unit, or the log alone), and whether the log joined them."""
 

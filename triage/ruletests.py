@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -17,12 +18,11 @@ from .logs.envelope import records
 from .logs.signatures import Signature, SignatureSet
 from .model import Report
 from .pipeline import Incident, Toolkit, build_report
-from .records import record
 from .selftest import bundled_fixtures
 from .sources.files import LogInput, open_log
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Failure:
     """One example or sample that does not behave as its file says."""
 
@@ -34,7 +34,7 @@ class Failure:
         return f"{self.file}: {self.key}: {self.problem}"
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
     examples: int                # rule examples run
     samples: int                 # signature samples run

@@ -8,6 +8,7 @@ every figure the manifest lists come out as labelled (figures within 1 %).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -15,14 +16,13 @@ from . import tomlread
 from .bundled import bundled_dir
 from .errors import InputError
 from .pipeline import Incident, Toolkit, build_report
-from .records import record
 from .sources.files import open_log
 from .vocabulary import VERDICTS
 
 _REQUIRED = ("file", "verdict")
 
 
-@record
+@dataclass(frozen=True)
 class CaseResult:
     file: str
     generation: str              # the fixture's folder: v0-old, v0-late, v1, ...

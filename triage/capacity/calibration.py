@@ -7,17 +7,16 @@ formula, and vLLM's estimate of the longest length that fits. docs/capacity.md s
 """
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..model import Fact
-from ..records import record
 from .hfconfig import ModelSpec
 from .model import CONFIG, ERAS, GIB, Geometry, calibrate, kv_value_bytes
 from .predict import blocks_for
 
 
-@record
+@dataclass(frozen=True)
 class Check:
     figure: str
     logged: float
@@ -35,7 +34,7 @@ class Check:
         return abs(self.predicted - self.logged) / abs(self.logged)
 
 
-@record
+@dataclass(frozen=True)
 class CalibrationRow:
     name: str
     era: str

@@ -13,13 +13,13 @@ the entries that have a config in fixtures/configs/ to the parameters counted fr
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..records import record
 from .hfconfig import ModelSpec
 
 
-@record
+@dataclass(frozen=True)
 class KnownModel:
     name: str
     params_b: float                      # every parameter, every expert: what sits in GPU memory
@@ -105,7 +105,7 @@ def known_model(model: str | None) -> KnownModel | None:
     return next((known for pattern, known in KNOWN_MODELS if pattern.search(short)), None)
 
 
-@record
+@dataclass(frozen=True)
 class ParameterCount:
     """A model's total parameters and how sure that number is."""
 
@@ -151,7 +151,7 @@ def parameter_count(model: str | None, spec: ModelSpec | None = None) -> Paramet
 
 # --- GPUs: their memory as torch reports it (`total_memory`, what vLLM budgets a share of) ------------------
 
-@record
+@dataclass(frozen=True)
 class KnownGpu:
     name: str
     total_gib: float

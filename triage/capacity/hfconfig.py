@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import InputError
-from ..records import record
 
 GIB = 1 << 30
 HINT_FROM_LOG = "or calibrate from a startup log of the same model: vtriage check --from-log LOG"
@@ -33,7 +33,7 @@ QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"})
 QKV_BIAS = frozenset({"qwen2", "qwen2_moe"})
 
 
-@record
+@dataclass(frozen=True)
 class AttentionLayer:
     """One attention layer's KV cache: `width` values per token per KV head (K and V: x2 unless latent)."""
 
@@ -48,14 +48,14 @@ class AttentionLayer:
         return 2 * max(1, self.kv_heads // tp) * self.head_dim * dtype_bytes
 
 
-@record
+@dataclass(frozen=True)
 class Quantization:
     method: str
     bytes_per_param: float       # for the quantized linear weights, scales included
     note: str
 
 
-@record
+@dataclass(frozen=True)
 class ModelSpec:
     """What the memory model needs from config.json."""
 

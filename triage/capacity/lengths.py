@@ -8,16 +8,16 @@ percentile (the upper edge of its bucket, so an over-estimate) how many it holds
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..metrics.parse import MetricSample
 from ..model import SourceRef
-from ..records import record
 
 PROMPT, GENERATION = "vllm:request_prompt_tokens", "vllm:request_generation_tokens"
 
 
-@record
+@dataclass(frozen=True)
 class Lengths:
     """Observed tokens per request."""
 
@@ -40,7 +40,7 @@ class Lengths:
         return self.prompt_p90 + self.generation_p90
 
 
-@record
+@dataclass(frozen=True)
 class _Histogram:
     count: float
     total: float

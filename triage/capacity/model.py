@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..model import Fact
-from ..records import record
 from ..vocabulary import DEFAULT_BLOCK_SIZE, GRAPH_BUDGET_RELEASE, default_gpu_memory_utilization
 from .hfconfig import ModelSpec, Quantization, int_quantization
 
@@ -44,7 +44,7 @@ ASSUMPTION_CONSTANT = ("activation peak, non-torch and CUDA graph memory stay as
                        "(they grow a little with max-num-seqs / max-num-batched-tokens, not with utilization)")
 
 
-@record
+@dataclass(frozen=True)
 class Figure:
     """A number and where it came from: logged, derived (arithmetic on logged figures), assumed, config, given;
     and, for a derived one, how far off it can be from the rounding of the figures it comes from."""
@@ -77,7 +77,7 @@ def shown(value: float, uncertainty: float, unit: str = "") -> str:
         return f"{self.value} ({self.source}{': ' + self.note if self.note else ''})"
 
 
-@record
+@dataclass(frozen=True)
 class Settings:
     """The vllm serve flags the budget depends on."""
 
@@ -139,7 +139,7 @@ ERAS = {
 }
 
 
-@record
+@dataclass(frozen=True)
 class ModelLimits:
     """What vLLM checks the flags against before it sizes anything: the tensor-parallel size must divide the
     model's attention heads, and max_model_len may not exceed the model's context (as its config and the
@@ -149,7 +149,7 @@ class ModelLimits:
     max_len: Figure | None
 
 
-@record
+@dataclass(frozen=True)
 class Geometry:
     """One GPU's memory as one startup (or a config) shows it, every figure with its source."""
 

@@ -7,9 +7,9 @@ that the log did not measure is named in `assumptions`; what cannot be predicted
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
-from ..records import record
 from .model import (
     ASSUMPTION_CONSTANT,
     ASSUMPTION_FP8_KV,
@@ -30,7 +30,7 @@ NEEDS_GPU = "--gpu NAME or --gpu-memory-gib GIB"
 NEEDS_CONFIG = "--model-config CONFIG"
 
 
-@record
+@dataclass(frozen=True)
 class Prediction:
     """One GPU's budget under `settings`; None where the inputs cannot tell."""
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NamedTuple
 
 from ..model import Fact, Fix
-from ..records import record
 from ..vocabulary import OTHER_PROCESS_NOTABLE_GIB
 from .catalog import parameter_count
 from .hfconfig import ModelSpec
@@ -35,7 +35,7 @@ TARGET_KV_USAGE = 0.9             # what --max-num-seqs aims the KV cache at und
 Facts = Mapping[str, Fact]
 
 
-@record
+@dataclass(frozen=True)
 class Given:
     """What the user told vtriage that the log lacks: the model's config.json (`--model-config`), the GPUs the
     node has (`--gpus`) and one GPU's memory (`--gpu NAME` or `--gpu-memory-gib`; it becomes the gpu_total_gib

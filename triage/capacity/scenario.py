@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..model import Fact
-from ..records import record
 from ..vocabulary import DEFAULT_BLOCK_SIZE, GRAPH_BUDGET_RELEASE, default_gpu_memory_utilization
 from .hfconfig import ModelSpec
 from .lengths import Lengths
@@ -40,7 +40,7 @@ MIN_ACTIVATION_GIB = 1.0
 VERDICTS = ("fits", "weights_dont_fit", "kv_cache_too_small", "preemption_slowdown", "refused", "unknown")
 
 
-@record
+@dataclass(frozen=True)
 class Scenario:
     """A geometry, the settings asked for, and the model's verdict on them."""
 

@@ -8,11 +8,11 @@ no vLLM output (a failed `kubectl logs`, the wrong container), keeps exit 3 unle
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..errors import InputError, did_you_mean
 from ..model import Diagnosis, Report
-from ..records import record
 from ..vocabulary import SEVERITIES, VERDICTS
 
 if TYPE_CHECKING:     # annotations only: importing the rules costs `vtriage --version` its start-up
@@ -34,7 +34,7 @@ def severity(diagnosis: Diagnosis, classes: Mapping[str, VerdictClass]) -> str:
     return own
 
 
-@record
+@dataclass(frozen=True)
 class Gate:
     """What --fail-on fails on: these verdicts, and any report at least as severe as `floor`."""
 

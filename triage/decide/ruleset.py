@@ -7,6 +7,7 @@ malformed stops the tool with the file, the key and a hint.
 from __future__ import annotations
 
 import string
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -14,7 +15,6 @@ from .. import tomlread
 from ..bundled import bundled_dir
 from ..errors import RuleError, did_you_mean
 from ..facts import FACTS
-from ..records import record
 from ..vocabulary import CONFIDENCES, FACT_VALUES, FIX_NAMES, SEVERITIES, THRESHOLDS, VERDICTS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")
@@ -27,7 +27,7 @@ _CLASS_KEYS = {"verdict", "title", "heading", "ruled_out", "runbook", "severity"
 _RULED_OUT_KEYS = {"when", "reason"}
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Condition:
     """A predicate on one fact, or all/any/not of others. `key` is where it sits in its file."""
 
@@ -47,7 +47,7 @@ class Condition:
         return tuple(dict.fromkeys(names))
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Example:
     expect: str                                   # "fires" | "quiet"
     fixture: str | None                           # a log under fixtures/logs/
@@ -55,7 +55,7 @@ class Example:
     metrics: tuple[str, ...] = ()                 # /metrics snapshots under fixtures/metrics/, oldest first
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     id: str
     parent: str | None
@@ -75,13 +75,13 @@ class Node:
     path: str
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class RuledOutCheck:
     when: Condition
     reason: str
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class VerdictClass:
     verdict: str
     title: str
@@ -91,7 +91,7 @@ class VerdictClass:
     heading: str = ""                             # the short title a report leads with ("Weights don't fit")
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class RuleSet:
     nodes: Mapping[str, Node]
     roots: tuple[Node, ...]

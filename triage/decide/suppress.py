@@ -14,13 +14,13 @@ evaluated and listed as SUPPRESSED; it just never decides the verdict (see triag
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .. import tomlread
 from ..errors import ConfigError, did_you_mean
 from ..model import Suppression
-from ..records import record
 from ..vocabulary import CONFIG_NAME
 
 if TYPE_CHECKING:     # annotations only: importing the rules costs `vtriage --version` its start-up
@@ -30,7 +30,7 @@ _TOP_KEYS = {"ignore", "runbook_url"}
 _IGNORE_KEYS = {"rule", "reason", "expires"}
 
 
-@record
+@dataclass(frozen=True)
 class Config:
     path: str | None
     suppressions: tuple[Suppression, ...] = ()

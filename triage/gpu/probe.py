@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -21,7 +22,6 @@ import regex
 from ..errors import InputError, TriageError
 from ..facts import FACTS
 from ..model import Fact, SourceRef
-from ..records import record
 from ..redact import Redactor
 from ..sources.files import text_lines
 
@@ -37,7 +37,7 @@ class GpuUnavailable(TriageError):
     exit_code = EXIT_NO_GPU
 
 
-@record
+@dataclass(frozen=True)
 class GpuDevice:
     index: int
     name: str | None
@@ -48,7 +48,7 @@ class GpuDevice:
     free_mib: float | None = None    # as the driver reports it (it keeps some memory back: not total - used)
 
 
-@record
+@dataclass(frozen=True)
 class GpuProcess:
     gpu: int | None                  # device index; None when the input does not say
     pid: int
@@ -61,7 +61,7 @@ class GpuProcess:
     ppid: int | None = None          # its parent, so --vllm-pid of the API server covers its engine
 
 
-@record
+@dataclass(frozen=True)
 class GpuSnapshot:
     devices: tuple[GpuDevice, ...]
     processes: tuple[GpuProcess, ...]

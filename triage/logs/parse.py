@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..model import CoverageGroup, InputSummary, LogEvent, SourceRef
-from ..records import record
 from ..redact import Redactor, clip
 from ..sources.files import LineBlock, LineReader, line_blocks, numbered_lines
 from ..vocabulary import KV_SATURATED, PHASE_RANK, STATS_PEAKS
@@ -70,7 +69,7 @@ class LogParse:
         return ParseResult(summary, tuple(groups), tuple(self.warnings))
 
 
-@record
+@dataclass(frozen=True)
 class ParseResult:
     """What parsing one whole log found besides its events."""
 

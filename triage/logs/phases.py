@@ -8,10 +8,10 @@ a dispatch frame (an executor's RPC, a worker's busy loop) sits above every phas
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import RuleError, did_you_mean
-from ..records import record
 from ..vocabulary import PHASE_WORDS, PHASES
 
 _FUNCTION_KEYS = {"name", "phase", "also", "dispatch", "engines", "releases", "why"}
@@ -19,7 +19,7 @@ _ENGINES = ("v0", "v1", "both")
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class FunctionPhase:
     """One row: the phase a vLLM function runs in (`phase`, then `also` where it runs in others too)."""
 

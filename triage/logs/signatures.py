@@ -23,7 +23,6 @@ except ImportError:         # no wheel for this platform: the regex trie below f
 from .. import tomlread
 from ..bundled import bundled_dir
 from ..errors import RuleError, did_you_mean
-from ..records import record
 from ..sources.scan import BulkPattern, QuietLines, bulk_pattern, quiet_lines_possible
 from ..vocabulary import EVENT_KINDS, FAILURE_KINDS, PHASES, RELEASE_BANDS, STATS_PEAKS
 from .envelope import QUIET_HEAD, QUIET_STOPS, STATS_PREFIX
@@ -110,7 +109,7 @@ _SIGNATURE_KEYS = {"id", "kind", "anchor", "regex", "fields", "sets", "phase", "
                    "samples", "also", "catch_all", "generic", "bulk", "versions", "note", "source", "bands"}
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class Signature:
     id: str
     kind: str
@@ -380,7 +379,7 @@ def _line_shapes(sigs: SignatureSet) -> dict[str, tuple[_Shape, ...]]:
 _SUMMED = frozenset({*STATS_PEAKS, "preemptions"})
 
 
-@record
+@dataclass(frozen=True)
 class StatsLineShape:
     """A stats shape as a whole line: vLLM's INFO prefix (envelope.STATS_PREFIX), then the message."""
 

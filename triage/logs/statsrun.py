@@ -32,10 +32,10 @@ import functools
 import itertools
 import operator
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..model import LogEvent, SourceRef
-from ..records import record
 from ..redact import Redactor
 from ..sources.files import LineBlock, numbered_lines
 from ..sources.scan import digit_forms
@@ -73,7 +73,7 @@ _MARKED = re.compile(b"\x01+|\x02+")
 _RUN_OR_ALONE = (_ALONE, _IN_RUNS)      # by whether the line is past the cap
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class StatsRun:
     """Consecutive stats lines read as one: what their event holds, and the lines they cover. The event is made
     once the parser numbers it (`event`): one event a run, not one made and then copied with its number."""
@@ -92,7 +92,7 @@ class StatsRun:
                         seq, None)
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Template:
     """How every stats line of one digit form reads: its shape, where its message starts, and the slices that
     cut its row out of it. The shapes read every ASCII digit alike (tests/test_properties.py), so lines that

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import threading
 import warnings
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -16,7 +16,6 @@ import requests
 
 from .. import __version__
 from ..errors import InputError
-from ..records import record
 from ..redact import Redactor
 from ..vocabulary import MAX_METRICS_BYTES
 
@@ -28,7 +27,7 @@ MAX_REDIRECTS = 5
 _CHUNK = 64 << 10
 
 
-@record
+@dataclass(frozen=True)
 class HttpOptions:
     """How to reach an endpoint. Header values are secrets: they never appear in a message."""
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import InputError
 from ..model import InputSummary, MetricsOrigin
-from ..records import record
 from ..redact import Redactor
 from ..sources.files import read_small_text
 from . import parse, promapi, scrape
@@ -26,7 +26,7 @@ from .parse import (
 from .thinning import ANY_REDACTION, Thinning
 
 
-@record
+@dataclass(frozen=True)
 class MetricsRead:
     samples: list[MetricSample]
     inputs: tuple[InputSummary, ...]

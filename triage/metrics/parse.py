@@ -14,12 +14,11 @@ from __future__ import annotations
 import math
 import re
 import sys
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping, Sequence
 
 from ..errors import InputError
 from ..model import SourceRef
-from ..records import record
 from ..sources.files import text_lines
 
 MAX_SERIES = 50_000        # samples in one exposition: a vLLM server has hundreds, a node with its GPUs a few thousand
@@ -32,14 +31,14 @@ _SAMPLE_LINE = re.compile(r"^\s*(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<la
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class SeriesHead:
     """What a series' lines hold before their value (`name{labels} `), one object for all its samples."""
 
     text: str
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class MetricSample:
     """One sample of one scrape, and the line it was read from.
 
@@ -68,7 +67,7 @@ class MetricSample:
         return SourceRef(self.path, self.line, self.text)
 
 
-@record
+@dataclass(frozen=True)
 class SeriesCache:
     """Given the same for several snapshots of a server, the same series share one labels dict and one head,
     so another snapshot of 23k series costs no new dicts or strings."""
@@ -330,7 +329,7 @@ def sample_time(value: object) -> float | None:
 MIN_MTIME_GAP_SECONDS = 1.0     # closer file times are copies, not scrapes
 
 
-@record
+@dataclass(frozen=True)
 class Snapshot:
     """One saved or scraped exposition of a server, before it is put in order."""
 

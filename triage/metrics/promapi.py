@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
 import regex
 
 from ..errors import InputError
-from ..records import record
 from .facts import (
     CACHE_CONFIG,
     DCGM_FREE,
@@ -90,7 +90,7 @@ def parse_time(text: str, flag: str, now: float) -> float:
     return when.timestamp()
 
 
-@record
+@dataclass(frozen=True)
 class Window:
     start: float
     end: float

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from ..records import record
 from .parse import MetricSample
 
 CUMULATIVE_SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum")    # a counter's or a histogram's series
@@ -46,7 +46,7 @@ def by_series(samples: Iterable[MetricSample], drop: Iterable[str] = ()) -> dict
     return out
 
 
-@record
+@dataclass(frozen=True)
 class Increase:
     """How much a counter (or the sum of several series) grew over the scrapes."""
 
@@ -169,7 +169,7 @@ def window_seconds(samples: Iterable[MetricSample]) -> float | None:
     return span if span > 0 else None
 
 
-@record
+@dataclass(frozen=True)
 class HistogramWindow:
     """A histogram's observations within the window: cumulative buckets, count and sum."""
 

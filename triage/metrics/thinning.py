@@ -37,9 +37,9 @@ or a `_created` series changes there: a restart would be lost.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..records import record
 from ..redact import Redactor
 from .facts import DCGM_USED, KV_USAGE, PREEMPTIONS, RUNNING
 from .parse import MetricSample, stamped
@@ -54,7 +54,7 @@ def thinnable_name(name: str) -> bool:
     return name.endswith(CUMULATIVE_SUFFIXES) and name not in KEPT_WHOLE
 
 
-@record(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Tail:
     """A series' latest point, the snapshot it is held in, and whether it is dropped if the next point goes on its
     stretch (does not fall; of a `_created` series, has the same value)."""

@@ -7,10 +7,10 @@ would claim a figure the input does not hold).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..model import Fact, RankMemory, SourceRef, TimelinePoint
-from ..records import record
 from ..vocabulary import KV_SATURATED
 from .common import MEMORY_PARTS, format_value
 from .decision import Comparison
@@ -19,7 +19,7 @@ VIEW_WIDTH = 1000.0     # SVG user units across every chart
 CHART_HEIGHT = 100.0
 
 
-@record
+@dataclass(frozen=True)
 class Segment:
     """One labelled stretch of a memory bar; x and width are % of the bar (None: unknown, not drawn)."""
 
@@ -36,13 +36,13 @@ class Segment:
         return self.fact.evidence[0] if self.fact and self.fact.evidence else None
 
 
-@record
+@dataclass(frozen=True)
 class Marker:
     label: str
     x: float            # % of the bar
 
 
-@record
+@dataclass(frozen=True)
 class MemoryBar:
     title: str
     caption: str
@@ -56,7 +56,7 @@ class MemoryBar:
         return tuple(s for s in self.segments if s.width)
 
 
-@record
+@dataclass(frozen=True)
 class RankBar:
     rank: RankMemory
     weights: tuple[float, float] | None   # (x, width) in %
@@ -64,7 +64,7 @@ class RankBar:
     held: tuple[float, float] | None
 
 
-@record
+@dataclass(frozen=True)
 class MemoryPicture:
     bars: tuple[MemoryBar, ...]
     scale_note: str
@@ -213,7 +213,7 @@ def _rank_bars(ranks: Sequence[RankMemory], scale: float) -> tuple[tuple[RankBar
 
 # --- timelines ---------------------------------------------------------------------------------------
 
-@record
+@dataclass(frozen=True)
 class Series:
     key: str
     label: str
@@ -222,13 +222,13 @@ class Series:
     outline: str = ""  # an area's top edge, stroked on its own
 
 
-@record
+@dataclass(frozen=True)
 class Tick:
     x: float           # %
     label: str
 
 
-@record
+@dataclass(frozen=True)
 class TimeChart:
     key: str
     title: str
@@ -241,7 +241,7 @@ class TimeChart:
     note: str | None = None            # where the figures come from, when not the stats lines
 
 
-@record
+@dataclass(frozen=True)
 class Timeline:
     charts: tuple[TimeChart, ...]
     points: int
@@ -402,7 +402,7 @@ def timeline(points: Sequence[TimelinePoint], failure: SourceRef | None,
 
 # --- the deciding comparison ------------------------------------------------------------------------
 
-@record
+@dataclass(frozen=True)
 class BarRow:
     label: str
     value: str           # the figure with its unit
@@ -411,7 +411,7 @@ class BarRow:
     note: str | None
 
 
-@record
+@dataclass(frozen=True)
 class DecisionChart:
     """One comparison as horizontal bars on a labelled axis from 0, with a limit line when it has one."""
 

@@ -7,15 +7,15 @@ the log does not print it.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
 from ..model import Fact, Report, WeightsEstimate
-from ..records import record
 from ..vocabulary import KV_SATURATED, OTHER_PROCESS_NOTABLE_GIB
 from .common import attempts_sentence, format_value
 
 
-@record
+@dataclass(frozen=True)
 class Figure:
     """One side of a comparison: a labelled amount, drawn as a bar."""
 
@@ -27,7 +27,7 @@ class Figure:
     fact_estimated: str | None = None   # the fact this estimates, when the input does not give it
 
 
-@record
+@dataclass(frozen=True)
 class Comparison:
     """Two or more figures in one unit, drawn on one scale; `limit` is a line across (the 95 % line)."""
 
@@ -36,7 +36,7 @@ class Comparison:
     limit: Figure | None = None
 
 
-@record
+@dataclass(frozen=True)
 class Lead:
     decided_by: str | None                 # the deciding comparison in one sentence
     comparisons: tuple[Comparison, ...]    # the same, as figures to draw

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -15,7 +16,6 @@ import jinja2
 from markupsafe import Markup, escape
 
 from ..model import Fact, Report, SourceRef
-from ..records import record
 from . import charts, decision
 from .common import (
     attempts_sentence,
@@ -50,7 +50,7 @@ LINE_PREVIEW = 320           # characters of a long line shown before it is fold
 LINE_MAX = 2000              # characters of a line the page holds at all
 
 
-@record
+@dataclass(frozen=True)
 class LogLine:
     """One evidence line cut for display: the preview around the match, and the whole line if longer."""
 

@@ -18,12 +18,12 @@ import ast
 import dataclasses
 import re
 import shlex
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..bundled import bundled_dir
 from ..model import Fix, LaunchCommand, LogEvent, SourceRef
-from ..records import record
 from ..vocabulary import RELEASE_BAND_FIRST
 
 SERVE, API_SERVER, OFFLINE = "vllm serve", "python -m vllm.entrypoints.openai.api_server", "LLM(...)"
@@ -35,7 +35,7 @@ _INTERNAL = frozenset({"model_tag", "subparser", "dispatch_function", "func", "m
 
 # --- the argument lists of vLLM's releases ------------------------------------------------------------
 
-@record
+@dataclass(frozen=True)
 class ArgumentList:
     """One release's server arguments: flag -> {dest, value, negatable, many, default, aliases}."""
 
@@ -161,7 +161,7 @@ def known_releases() -> list[str]:
 
 # --- reading the launch from the log --------------------------------------------------------------------
 
-@record
+@dataclass(frozen=True)
 class Setting:
     dest: str
     value: Any
@@ -169,7 +169,7 @@ class Setting:
     source: SourceRef
 
 
-@record
+@dataclass(frozen=True)
 class Launch:
     """What the log shows of how vLLM was started."""
 

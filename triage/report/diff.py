@@ -5,11 +5,11 @@ compares the verdicts, the KV headroom, preemption, concurrency, and every setti
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..decide.ruleset import VerdictClass
 from ..model import Report
-from ..records import record
 from ..vocabulary import SEVERITIES
 
 # (section, [(fact, which way is better: "up", "down" or None for neither)])
@@ -26,7 +26,7 @@ SETTINGS = ("vllm_version", "engine", "model", "max_model_len", "gpu_memory_util
             "kv_cache_dtype", "enforce_eager", "enable_prefix_caching", "block_size")
 
 
-@record
+@dataclass(frozen=True)
 class Row:
     fact: str
     unit: str | None
@@ -35,7 +35,7 @@ class Row:
     change: str                  # "better", "worse", "changed", "same", "only before", "only after", "unknown"
 
 
-@record
+@dataclass(frozen=True)
 class Comparison:
     outcome: str                 # "fixed", "not fixed", "regressed", "changed", "still healthy", "unknown"
     headline: str

@@ -10,10 +10,10 @@ V0 has no engine, dcgm-exporter has neither) belongs to every unit of its instan
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..model import Diagnosis, InstanceView, SourceRef
-from ..records import record
 from ..vocabulary import KV_SATURATED, PROBLEM_SEVERITY, SEVERITIES, VERDICTS
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ SATURATED_NOTABLE_SHARE = 0.5
 SLOW_FACTOR = 3.0
 
 
-@record
+@dataclass(frozen=True)
 class Unit:
     """The samples of one engine of one model on one instance."""
 

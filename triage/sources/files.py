@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator, Sequence, cast
 
 from ..errors import InputError
-from ..records import record
 from ..vocabulary import MAX_METRICS_BYTES
 from .scan import BulkPattern, QuietLines, Split
 
@@ -41,7 +40,7 @@ _MAGIC = (
 )
 
 
-@record
+@dataclass(frozen=True)
 class LogInput:
     """One log given on the command line, opened (`open_log`); reading it (`LineReader`) writes nothing here."""
 
@@ -268,7 +267,7 @@ DECIDE_AFTER_LINES = 4_000        # lines read before judging whether the worker
 QUIET_WORTH = 0.1                 # ... and whether looking for quiet lines pays (a stats log has none)
 
 
-@record
+@dataclass(frozen=True)
 class LinesRead:
     """What reading one input found besides its lines."""
 

@@ -17,9 +17,8 @@ import functools
 import itertools
 import operator
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence, cast
-
-from ..records import record
 
 try:
     import ahocorasick_rs
@@ -37,7 +36,7 @@ QUIET_MAX_BYTES = 4096     # a longer line is parsed (the reader cuts lines far 
 MIN_SHARED = 3             # a shared piece shorter than this is no better than the plain alternation
 
 
-@record
+@dataclass(frozen=True)
 class BulkPattern:
     """One search for any of a group of bulk anchors, and a piece of text each of them holds."""
 
@@ -87,7 +86,7 @@ def _shared_piece(words: Sequence[bytes]) -> bytes:
     return b""
 
 
-@record
+@dataclass(frozen=True)
 class QuietLines:
     """DEBUG and INFO lines no signature needs, set aside like the bulk ones and counted as vLLM's lines.
 
@@ -312,7 +311,7 @@ def _split_bulk(block: bytes, patterns: Sequence[BulkPattern],
     return unclaimed, rest, len(lines), counts, bytes(map(bool, lines)) if flags else b""
 
 
-@record
+@dataclass(frozen=True)
 class Split:
     """What the block scanner sets aside: the bulk patterns and the quiet lines (split_block, QuietLines)."""
 
