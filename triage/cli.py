@@ -10,6 +10,7 @@ import dataclasses
 import errno
 import math
 import os
+import re
 import stat
 import sys
 import time
@@ -87,42 +88,126 @@ def _config_options(fn):
     return fn
 
 
-def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
-    """Write `text` to `path`; never over an input, never replacing what is not a regular file.
+# -o names an open file descriptor: written to as it is (/dev/stdout into a pipe cannot be renamed over).
+_DESCRIPTOR_NAMES = re.compile(r"/dev/(?:(stdout)|(stderr)|fd/(\d+))|/proc/self/fd/(\d+)")
 
-    A regular file (or a new one) is written through a temporary file and a rename, so a reader never
-    sees half a report. A symlink is followed: its target gets the report, the link stays. A device,
-    FIFO or socket (/dev/null, /dev/stdout, a named pipe) is written straight to, as a shell's `>`
-    would: a rename would put a regular file in its place. Every OS error is one line, never a traceback.
-    """
-    target = Path(os.path.realpath(path))
-    if target.is_symlink():
-        raise InputError(path, "is a symbolic link that loops", "give a file path")
+# What -o does with the path it names.
+_REPLACE = "replace"          # a regular file, or nothing yet: a temporary file beside it, renamed onto it
+_STRAIGHT = "straight"        # a FIFO or character device: opened and written to, as the shell's > would
+_DESCRIPTOR = "descriptor"    # an open file descriptor of this process (stdout, /dev/fd/N): written to
+
+
+def _output_plan(path: str, inputs: Sequence[str]) -> tuple[str, int | None]:
+    """How -o PATH is written, and the descriptor for _DESCRIPTOR; refuses (InputError) what -o must not write.
+
+    vtriage runs as root in shared folders: a symbolic link at PATH is refused, never followed (a planted
+    /tmp/report.txt -> /etc/passwd), and so is anything but a regular file, FIFO or character device, and a
+    file that is one of the inputs, stdin included (`vtriage -o x.log < x.log`)."""
+    named = _DESCRIPTOR_NAMES.fullmatch(path)
     try:
-        for given in inputs:
-            if given != "-" and target.exists() and os.path.samefile(given, target):
-                raise InputError(path, "is one of the inputs; refusing to overwrite it", "choose another -o path")
-        if target.is_dir():
-            raise InputError(path, "is a directory", "give a file name, e.g. -o report.txt")
-        if target.exists() and not target.is_file():
-            with open(target, "w", encoding="utf-8") as handle:
-                handle.write(text)
+        if named:
+            descriptor = 1 if named[1] else 2 if named[2] else int(named[3] or named[4])
+            try:
+                st = os.fstat(descriptor)
+            except OSError:
+                raise InputError(path, "is not an open file descriptor of vtriage",
+                                 "give a file path, or redirect the shell's output instead") from None
+        else:
+            descriptor = None
+            st = os.lstat(path)
+    except FileNotFoundError:
+        return _REPLACE, None
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError(path, "is a symbolic link; vtriage never writes through one",
+                         "remove the link, or give the path of the file itself")
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(path, "is a directory", f"name a file in it, e.g. -o {Path(path) / 'report.txt'}")
+    if stat.S_ISREG(st.st_mode):
+        clash = _input_at(st, inputs)
+        if clash:
+            raise InputError(path, f"is {clash}; refusing to overwrite it", "choose another -o path")
+    if descriptor is None and _same_file(st, 1):
+        descriptor = 1              # `-o r.json >> r.json`: one report, where stdout already points
+    if descriptor is not None:
+        return _DESCRIPTOR, descriptor
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
+        return _STRAIGHT, None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a socket" if stat.S_ISSOCK(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode) else \
+            "not a regular file"
+        raise InputError(path, f"is {kind}; -o writes only a regular file (or a FIFO or terminal)",
+                         "give the path of a report file")
+    return _REPLACE, None
+
+
+def _input_at(output: os.stat_result, inputs: Sequence[str]) -> str:
+    """Which input (as the error names it) is the file `output`, or "" when none is."""
+    for given in inputs:
+        if given == "-":
+            if _same_file(output, 0):
+                return "the file read on stdin"
+            continue
+        try:
+            st = os.stat(given)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (output.st_dev, output.st_ino):
+            return "one of the inputs"
+    return ""
+
+
+def _same_file(st: os.stat_result, descriptor: int) -> bool:
+    try:
+        other = os.fstat(descriptor)
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
+
+
+def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
+    """Write `text` to -o `path`, as _output_plan says; never over an input, never through a symbolic link.
+
+    A regular file (or a new one) is written to a temporary file made beside it with exclusive creation, then
+    renamed onto the path named (rename replaces a link put there since, never its target), so a reader never
+    sees half a report. A FIFO or character device, /dev/stdout or /dev/fd/N is written straight to: a rename
+    would put a regular file in its place. Every OS error is one line, never a traceback.
+    """
+    plan, descriptor = _output_plan(path, inputs)
+    data = text.encode("utf-8")
+    try:
+        if plan == _DESCRIPTOR:
+            assert descriptor is not None
+            if descriptor == 1:
+                sys.stdout.flush()
+            _write_all(descriptor, data)
             return
-        directory = target.parent
-        if not directory.is_dir():
+        if plan == _STRAIGHT:
+            _write_straight(path, data)
+            return
+        directory = os.path.dirname(path) or "."
+        if not os.path.isdir(directory):
             raise InputError(path, f"directory {directory} does not exist", "create it first")
         import tempfile  # only when a report is written to a file
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise _write_error(path, exc) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        # mkstemp makes the file private; a report is meant to be shared like any file the user writes.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~umask)
-        os.replace(tmp, target)
+        try:
+            # mkstemp makes the file private; a report is meant to be shared like any file the user writes.
+            umask = os.umask(0)
+            os.umask(umask)
+            try:
+                st = os.lstat(path)
+                mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o666 & ~umask
+            except FileNotFoundError:
+                mode = 0o666 & ~umask
+            os.fchmod(fd, mode)
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
     except BaseException as exc:
         try:
             os.unlink(tmp)
@@ -131,6 +216,26 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
         if isinstance(exc, OSError):
             raise _write_error(path, exc) from None
         raise
+
+
+def _write_straight(path: str, data: bytes) -> None:
+    """Write to the FIFO or character device at `path` (checked again once open: it may have been swapped)."""
+    from .sources.waiting import open_fifo
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NOCTTY
+    fd = open_fifo(path, flags) if stat.S_ISFIFO(os.lstat(path).st_mode) else os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+            raise InputError(path, "changed while being opened; refusing to write it", "run vtriage again")
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 EXTENSION_FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown",
@@ -153,13 +258,12 @@ def output_format(ctx: click.Context, fmt: str, output: str | None, formats: Seq
     return inferred
 
 
-def check_output(path: str | None) -> None:
-    """Refuse an -o that cannot be written before reading any input: one line, not an error at the end."""
-    if not path:
+def check_output(path: str | None, inputs: Sequence[str]) -> None:
+    """Refuse an -o that cannot or must not be written (see _output_plan) before reading any input: one line,
+    not an error at the end."""
+    if not path or _output_plan(path, inputs)[0] != _REPLACE:
         return
     target = Path(path)
-    if target.is_dir():
-        raise click.UsageError(f"-o {path} is a directory: name a file in it, e.g. -o {target / 'report.html'}")
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise click.UsageError(f"-o {path}: directory {directory} does not exist; create it first")
@@ -430,7 +534,8 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     if fmt == "html" and not output and not quiet and not force and sys.stdout.isatty():
         raise click.UsageError("HTML is a page, not terminal text: write it with -o report.html "
                                "(or --force to print it here)")
-    check_output(output)
+    read = files + metrics_files + tuple(p for p in (gpu_snapshot, model_config) if p)
+    check_output(output, read)
     if (files + metrics_files).count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
     if gpu_snapshot and probe_gpu:
@@ -465,7 +570,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
             line.close()
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
-        write_atomically(output, text, files + metrics_files + ((gpu_snapshot,) if gpu_snapshot else ()))
+        write_atomically(output, text, read)
     elif not quiet:
         click.echo(text, nl=False)
     verdict = report.diagnosis.verdict
@@ -658,14 +763,15 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
     from .capacity.registry import NOTHING_GIVEN
     from .capacity.scenario import whatif
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
-    check_output(output)
+    read = tuple(p for p in (log, *metrics_files, model_config) if p)
+    check_output(output, read)
     changes = _changes(options)
     _refuse_more_gpus_than(gpus, changes)
     given = _given(gpu_name, gpu_memory_gib, gpus, model_config) or NOTHING_GIVEN
     facts = _log_facts(log, rules_dir)
     lengths = _lengths_from_metrics(metrics_files)
     scenario = whatif(facts, changes, given, lengths, "observed in the metrics" if lengths else "")
-    _emit(scenario, "whatif", fmt, output, (log, *metrics_files))
+    _emit(scenario, "whatif", fmt, output, read)
 
 
 @cli.command("check")
@@ -708,7 +814,8 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
         raise click.UsageError("--model-config needs the memory of one GPU: give --gpu NAME (e.g. H100) "
                                "or --gpu-memory-gib GIB (e.g. 80)")
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
-    check_output(output)
+    read = tuple(p for p in (model_config, from_log, *metrics_files) if p)
+    check_output(output, read)
     if (expect_prompt_tokens is None) != (expect_output_tokens is None):
         raise click.UsageError("give both --expect-prompt-tokens and --expect-output-tokens, or neither")
     changes = _changes(options)
@@ -722,7 +829,7 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
     facts = _log_facts(from_log, rules_dir) if from_log else None
     scenario = check(facts, given, Settings().replace(**changes), changes, lengths, vllm_version,
                      sliding_window=not disable_sliding_window)
-    _emit(scenario, "check", fmt, output, tuple(p for p in (model_config, from_log, *metrics_files) if p))
+    _emit(scenario, "check", fmt, output, read)
 
 
 def _refuse_more_gpus_than(gpus: int | None, changes: Mapping[str, Any]) -> None:
@@ -782,7 +889,7 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
     if as_json and ctx.get_parameter_source("fmt") == click.core.ParameterSource.COMMANDLINE and fmt != "json":
         raise click.UsageError(f"--json and --format {fmt} contradict each other; give --format json")
     fmt = output_format(ctx, "json" if as_json else fmt.lower(), output, ("text", "json"))
-    check_output(output)
+    check_output(output, (from_file,) if from_file else ())
     from .gpu.probe import import_nvml, probe, snapshot_json
     from .gpu.smi import read_gpu_input
     from .render.gpu import render_gpu_text
@@ -846,14 +953,15 @@ def diff_command(ctx: click.Context, pair: tuple[str, ...], before: tuple[str, .
     if (before + after).count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
-    check_output(output)
+    read = before + after + ((model_config,) if model_config else ())
+    check_output(output, read)
     given = _given(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     comparison = compare(_log_report(before, kit, no_redact, given), _log_report(after, kit, no_redact, given),
                          kit.rules.classes)
     text = (render_diff_json if fmt == "json" else render_diff_text)(comparison)
     if output:
-        write_atomically(output, text, before + after)
+        write_atomically(output, text, read)
     else:
         click.echo(text, nl=False)
     sys.exit(exit_code_for(comparison.after.diagnosis.verdict))
@@ -899,7 +1007,7 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
         if not sep or not re.fullmatch(r"([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", key):
             raise click.UsageError(f"--label {item!r}: write KEY=VALUE with a Kubernetes label key")
         extra[key] = value
-    check_output(output)
+    check_output(output, files)
     kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     report = _log_report(files, kit, no_redact=False) if files else None
     facts = report.diagnosis.facts if report else {}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, 
 from ..errors import InputError
 from ..vocabulary import MAX_METRICS_BYTES
 from .scan import BulkPattern, QuietLines, Split
+from .waiting import open_fifo
 
 if TYPE_CHECKING:
     from .workers import Worker
@@ -68,7 +69,10 @@ def open_log(path: str) -> LogInput:
     if not os.access(path, os.R_OK):
         raise InputError(path, "permission denied", "run as a user who can read it, or copy it")
     try:
-        handle = open(path, "rb")      # a FIFO waits here for its writer, as `cat` would
+        if stat.S_ISFIFO(st.st_mode):  # waits here for its writer, as `cat` would, and says so
+            handle = os.fdopen(open_fifo(path, os.O_RDONLY), "rb")
+        else:
+            handle = open(path, "rb")
     except OSError as exc:
         raise InputError(path, f"cannot read: {(exc.strerror or str(exc)).lower()}") from None
     stream, head = _with_head(handle)
