@@ -91,10 +91,8 @@ class SignatureSet:
         for sig in self.signatures:
             anchors.setdefault(sig.anchor, []).append(sig)
         self._by_anchor = anchors
-        # Longest first so overlapping anchors are all tried; the prefilter only says "maybe".
-        # What the block scanner sets aside (see scan.py), JSON-escaped forms included.
-        # What the block scanner blanks out (see scan.py): vLLM's own request lines, then generic
-        # ones (uvicorn access lines), counted apart because only the first prove the log is vLLM's.
+        # What the block scanner sets aside (see scan.py), JSON-escaped forms included: vLLM's own request lines,
+        # then generic ones (uvicorn access lines), counted apart because only the first prove the log is vLLM's.
         self.bulk_anchors: tuple[tuple[bytes, ...], ...] = tuple(
             tuple(sorted({a for s in group for a in (s.anchor.encode(), _escaped(s.anchor))}))
             for group in ([s for s in self.signatures if s.bulk and not s.generic],
