@@ -262,7 +262,7 @@ def anchor_soup(draw) -> str:
 
 def _match_agrees_with_a_plain_scan(message: str) -> None:
     slow = sorted(((sig.id, got[0], got[1]) for anchor, sigs in KIT.signatures._by_anchor.items() if anchor in message
-                   for sig in sigs if (got := sig.extract(message)) is not None), key=str)
+                   for sig in sigs if (got := KIT.signatures.extract(sig, message)) is not None), key=str)
     if len(slow) > 1:               # match() keeps the specific hits when there are several
         slow = [h for h in slow if not KIT.signatures.by_id[h[0]].catch_all] or slow
     fast = sorted(((sig.id, fields, span) for sig, fields, span in KIT.signatures.match(message)), key=str)

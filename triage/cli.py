@@ -626,9 +626,10 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
                 walk(kit.rules.children.get(node.id, ()), depth + 1)
         walk(kit.rules.roots, 0)
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
+    from .logs.signature_files import repeats_a_varying_group
+    from .logs.signatures import MATCH_TIMEOUT_S
     for sig in kit.signatures.signatures:
-        from .logs.signatures import MATCH_TIMEOUT_S, nested_quantifier
-        if nested_quantifier(sig.regex):
+        if repeats_a_varying_group(sig.regex):
             click.echo(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
                        f"(like (a+)+): it can take exponential time on a line it almost matches; each search is cut "
                        f"after {MATCH_TIMEOUT_S:g} s and the line skipped (hint: give the inner repeat a separator, "

@@ -41,7 +41,8 @@ from ..sources.files import LineBlock, numbered_lines
 from ..sources.scan import digit_forms
 from ..vocabulary import KV_SATURATED
 from .envelope import process_label
-from .signatures import SignatureSet, StatsLineShape, answer_new_keys
+from .signatures import SignatureSet
+from .stats_shapes import StatsLineShape, answer_new_keys
 
 try:
     from . import _statsfold
