@@ -261,7 +261,8 @@ def _text_bytes(chunks: Iterator[bytes], reading: _Reading) -> tuple[Iterator[by
         raise InputError(reading.name, "looks like a binary file, not a text log",
                          "pass the log text (e.g. kubectl logs POD > log.txt); .gz/.bz2/.xz are read directly")
     rest = itertools.chain([head], text)
-    cr_ends = b"\r" in head and b"\n" not in head[:-1]
+    sniffed = min(len(head), _SNIFF_BYTES)
+    cr_ends = head.find(b"\r", 0, sniffed) != -1 and head.find(b"\n", 0, sniffed - 1) == -1
     if cr_ends:
         rest = _cr_line_ends(rest)
     reading.transcoded = bool(codec)
@@ -423,7 +424,9 @@ class LineReader:
     """Yield `(line_number, text)` for every line of one input except the bulk and quiet ones (see `scan`), which are
     only counted; iterate it once (or its `blocks()`), then `result()` says what the reading found besides the lines.
 
-    Lines are decoded as UTF-8 with replacement; newlines, a CRLF's `\r` and NUL bytes are dropped;
+    Lines are decoded as UTF-8 with replacement (UTF-16 is transcoded first); newlines, a CRLF's `\r` and NUL
+    bytes are dropped (each run of NULs is warned of, with where it was); a lone `\\r` ends a line only in a log
+    whose first 64 KiB end none with `\\n`;
     a line over MAX_LINE_BYTES is cut; reading stops after MAX_LINES. A compressed stream that is cut
     or corrupt yields every line before the damage and warns where it was.
     A large plain file is split between two worker processes. `progress` is told the bytes read so far.
