@@ -568,6 +568,8 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     finally:
         for line in progress:
             line.close()
+    for skipped in (warning for summary in report.inputs for warning in summary.skipped):
+        click.echo(f"vtriage: warning: {skipped}", err=True)     # damage to the input is said where it is read too
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
         write_atomically(output, text, read)

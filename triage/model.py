@@ -156,6 +156,7 @@ class InputSummary:
     lines_recognised: int
     vllm_lines: int              # lines that carry vLLM's logger prefix or a vLLM signature
     warnings: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()            # the warnings that say what bytes were skipped to read the rest
     declared_only: int = 0                   # metrics: vLLM metrics declared (# HELP/# TYPE) while none has a sample
     declared_at: SourceRef | None = None     # the first such declaration
 
