@@ -196,3 +196,34 @@ def test_secrets_known_by_the_lines_before_them_are_masked(tmp_path, fmt):
         assert "after the secret" in out and "engine still waiting" in out, "lines after the blocks are shown"
     if fmt == "json":
         assert json.loads(out)["redactions"]["private_key"] >= 4
+
+
+# File names are shown in every report (each evidence line's place) and in errors.
+NAME_SECRETS = {"run-hf_abcdefghijklmnopqrstuvwxyz123456.log": "abcdefghijklmnopqrstuvwxyz123456",
+                "server.log?token=QWxhZGRpbjpvcGVuc2VzYW1l": "QWxhZGRpbjpvcGVuc2VzYW1l"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", sorted(NAME_SECRETS))
+def test_a_file_name_holding_a_token_is_masked(tmp_path, fmt, name):
+    (tmp_path / name).write_text(GATED_LOG)
+    secret = NAME_SECRETS[name]
+    assert secret in run_cli("--format", fmt, "--no-redact", name, cwd=tmp_path).stdout.decode()
+    out = run_cli("--format", fmt, name, cwd=tmp_path).stdout.decode()
+    assert not _leaks(secret, out), f"the file name leaked in {fmt}"
+
+
+@pytest.mark.parametrize("name", sorted(NAME_SECRETS))
+def test_an_error_naming_a_file_holding_a_token_masks_it(tmp_path, name):
+    result = run_cli(str(tmp_path / name))
+    assert result.returncode == 2 and b"no such file" in result.stderr
+    assert not _leaks(NAME_SECRETS[name], result.stderr.decode()), result.stderr
+
+
+def test_an_error_quoting_a_secret_masks_it(tmp_path):
+    """A /metrics line the parser rejects is echoed on stderr: a secret in it is masked there too."""
+    metrics = tmp_path / "m.prom"
+    metrics.write_text('# TYPE x gauge\nx{api_key="QWxhZGRpbjpvcGVuc2VzYW1l",bad-label="1"} 1\n')
+    result = run_cli("--metrics", str(metrics))
+    assert result.returncode == 2 and b"not a valid Prometheus metrics line" in result.stderr, result.stderr
+    assert not _leaks("QWxhZGRpbjpvcGVuc2VzYW1l", result.stderr.decode()), result.stderr

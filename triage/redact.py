@@ -1,14 +1,21 @@
 """Keep secrets that vLLM logs (API keys in its args, Hugging Face tokens, bearer headers, URL
 passwords, cloud keys) out of every report, and count what was hidden.
 
-Redaction happens once, when evidence text is captured, so no renderer can leak what it never saw.
+Two stages mask, with the same rules. Lines are masked as they are read (logs/parse.py), before a long line is
+clipped to what a report shows (a clipped secret would no longer match) and while the lines before a line are
+known (a PEM key's body, an env value under its name). Then `redacted_report` is the choke point: every string
+of the finished Report (file names, samples, warnings, the command, facts) passes it before any renderer sees
+it. The command line's stderr (errors, warnings, progress) passes `Redactor.text` in cli.py's one writer.
 """
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
+
+from .model import Report, SourceRef
 
 try:
     import ahocorasick_rs
@@ -138,7 +145,15 @@ def _name_kind(name: str) -> str:
     return "secret"
 
 
-def _value_spans(m: re.Match[str]) -> list[tuple[int, int]]:
+# Names that prose uses too: "bytes per token: about 56,096". vtriage's own sentences are masked for what they quote
+# (`redacted_report`), so there a lowercase word after one of these and a colon is a word, not a credential.
+_PROSE_NAMES = frozenset({"token", "key", "secret", "auth", "pass", "credential", "credentials"})
+# What vtriage's sentences put where a secret goes: a flag ("credentials: --header"), an explanation ("--api-key
+# (a secret the log hides)"), a placeholder ("Bearer TOKEN", "<token>").
+_PLACEHOLDER = re.compile(r"--|\(|(?:[A-Z]{2,12}|<[\w-]{1,30}>)(?![\w-])")
+
+
+def _value_spans(m: re.Match[str], prose: bool = False) -> list[tuple[int, int]]:
     """Where to mask an assigned value: inside its quotes, or every element of a list."""
     value, start = m["value"], m.start("value")
     if value.startswith("["):
@@ -156,12 +171,16 @@ def _value_spans(m: re.Match[str]) -> list[tuple[int, int]]:
             continue      # nothing, masked already, or code passing a variable on (token=token)
         if found.isdigit() and len(found) < 8 and _name_kind(m["name"]) != "password":
             continue      # a count (max_prompt_adapter_token=0), not a credential
+        if prose and found.isalpha() and found.islower() and m["name"].lower() in _PROSE_NAMES \
+                and ":" in m.string[m.end("name"):a]:
+            continue      # "per token: about"
         out.append((a, b))
     return out
 
 
-def _secret_spans(text: str) -> list[tuple[str, int, int]]:
-    """Every secret in `text` as (kind, start, end); later rules may overlap earlier ones (the first wins)."""
+def _secret_spans(text: str, prose: bool = False) -> list[tuple[str, int, int]]:
+    """Every secret in `text` as (kind, start, end); later rules may overlap earlier ones (the first wins).
+    `prose`: `text` is vtriage's own sentence (see _PROSE_NAMES)."""
     spans: list[tuple[str, int, int]] = []
     for m in _PEM.finditer(text):
         spans.append(("private_key", *m.span("secret")))
@@ -183,9 +202,11 @@ def _secret_spans(text: str) -> list[tuple[str, int, int]]:
     for pattern in (_ARGV, _ENV_PAIR, _ASSIGNED, _FLAG):
         for m in pattern.finditer(text):
             kind = _name_kind(m["name"])
-            spans.extend((kind, a, b) for a, b in _value_spans(m))
+            spans.extend((kind, a, b) for a, b in _value_spans(m, prose))
     for kind, pattern in _SHAPES[1:]:
         spans.extend((kind, *m.span("secret")) for m in pattern.finditer(text))
+    if prose:
+        spans = [span for span in spans if not _PLACEHOLDER.match(text, span[1])]
     return spans
 
 
@@ -308,14 +329,15 @@ class Redactor:
             out += [True] * len(batch) if self.leaves_alone("\n".join(batch)) else map(self.leaves_alone, batch)
         return out
 
-    def redact_mapped(self, text: str, known: Sequence[tuple[str, int, int]] = ()) -> tuple[str, Callable[[int], int]]:
+    def redact_mapped(self, text: str, known: Sequence[tuple[str, int, int]] = (),
+                      prose: bool = False) -> tuple[str, Callable[[int], int]]:
         """Redact `text`, and the `known` spans (what a LineContext found); also return a function mapping offsets
-        in `text` to offsets in the result."""
+        in `text` to offsets in the result. `prose`: `text` may be vtriage's own sentence (see _PROSE_NAMES)."""
         found: list[tuple[str, int, int]] = []
         if self.enabled:
             found.extend(known)
             if may_hold_secret(text):
-                found.extend(_secret_spans(text))
+                found.extend(_secret_spans(text, prose))
         if self.prompts and _QUICK_PROMPT.search(text):
             found.extend((kind, *m.span("secret")) for kind, pattern in _PROMPTS for m in pattern.finditer(text))
         if not found:
@@ -369,6 +391,53 @@ class Redactor:
 
 
 _CLEAN_MAX, _CLEAN_CAP = 200, 10_000
+
+
+def redacted_report(report: Report, redactor: Redactor) -> Report:
+    """`report` with every string in it masked, however deep (a new field is covered without a change here), and
+    its `redactions` the redactor's counts. A string met again is masked once and counted once: a file name
+    stands in every evidence line's place."""
+    if not (redactor.enabled or redactor.prompts):
+        return report
+    masked: dict[str, str] = {}
+
+    def text(value: str) -> str:
+        if value not in masked:
+            masked[value] = value if redactor.leaves_alone(value) else redactor.redact_mapped(value, prose=True)[0]
+        return masked[value]
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return text(value)
+        if isinstance(value, SourceRef):      # the span is an offset into the text: it moves with the masks
+            path = text(value.path)
+            shown, moved = redactor.redact_mapped(value.text, prose=True)
+            if path is value.path and shown == value.text:
+                return value
+            span = (moved(value.span[0]), moved(value.span[1])) if value.span else None
+            return SourceRef(path, value.line, shown, span)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changed = {}
+            for f in dataclasses.fields(value):
+                old = getattr(value, f.name)
+                new = walk(old)
+                if new is not old:
+                    changed[f.name] = new
+            return dataclasses.replace(value, **changed) if changed else value
+        if isinstance(value, (tuple, list)):
+            items = [walk(item) for item in value]
+            if all(new is old for new, old in zip(items, value)):
+                return value
+            return type(value)(items) if type(value) in (tuple, list) else type(value)(*items)
+        if isinstance(value, Mapping):
+            pairs = [(walk(k), walk(v)) for k, v in value.items()]
+            if all(k is old_k and v is old_v for (k, v), (old_k, old_v) in zip(pairs, value.items())):
+                return value
+            return dict(pairs)
+        return value
+
+    report = dataclasses.replace(walk(dataclasses.replace(report, redactions={})), redactions=dict(redactor.counts))
+    return report
 
 
 def _same(pos: int) -> int:

@@ -64,7 +64,7 @@ class LogParse:
             raise RuntimeError(f"{self.name}: the parse is not finished; iterate every event first")
         summary = InputSummary(path=self.name, kind="log", lines_read=self.lines_read,
                                lines_recognised=self._coverage.recognised, vllm_lines=self._coverage.vllm)
-        groups = [CoverageGroup(level=lv, template=self._redactor.text(t), count=c, example=ref)
+        groups = [CoverageGroup(level=lv, template=t, count=c, example=ref)      # masked as read, and in the Report
                   for (lv, t), (c, ref) in self._coverage.groups.items()]
         groups.sort(key=lambda g: (-g.count, g.level, g.template))
         return ParseResult(summary, tuple(groups), tuple(self.warnings))
