@@ -925,7 +925,8 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
 
     spec = AlertSpec(namespace=namespace, container=container, verdict=report.diagnosis.verdict if report else None,
                      runbook=runbook_for, labels=extra,
-                     header=header_lines(files, report.diagnosis.verdict if report else None, source, kit.runbook_url))
+                     header=header_lines([i.path for i in report.inputs] if report else (),   # masked, as read
+                                         report.diagnosis.verdict if report else None, source, kit.runbook_url))
     text = render(kind, metric_names(version, engine), spec)
     if output:
         write_atomically(output, text, files)
