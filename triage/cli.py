@@ -308,6 +308,17 @@ def _write_error(where: str, exc: OSError) -> InputError:
     return InputError(where, what, _WRITE_HINTS.get(exc.errno or 0, ""))
 
 
+def tell(message: str, before: str = "", after: str = "\n") -> None:
+    """The one writer of stderr (errors, warnings, progress). What the message quotes came from input (a file name,
+    a bad /metrics line, an HTTP reason phrase), so its secrets are masked (always: --no-redact is about the
+    report) and its control and bidirectional characters shown as escapes, as the reports show them; `before` and
+    `after` are vtriage's own terminal controls, written as they are."""
+    from .redact import Redactor
+    from .render.common import neutral
+    sys.stderr.write(before + neutral(Redactor().redact_mapped(message, prose=True)[0]) + after)
+    sys.stderr.flush()
+
+
 def _use_color(fmt: str, output: str | None) -> bool:
     if fmt != "text" or output or os.environ.get("NO_COLOR"):
         return False
@@ -358,8 +369,7 @@ def _countdown():
 
     def show(taken: int, count: int, left: float) -> None:
         text = f"vtriage: scraped {taken} of {count}" + (f", next in {left:.0f} s" if left > 0 else "")
-        sys.stderr.write("\r" + text.ljust(48) + ("\r" + " " * 48 + "\r" if taken == count else ""))
-        sys.stderr.flush()
+        tell(text.ljust(48), before="\r", after="\r" + " " * 48 + "\r" if taken == count else "")
     return show
 
 
@@ -581,8 +591,8 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
             sys.exit(EXIT_PROBLEM)
         unjudgeable = None if allow_empty else unjudgeable_input(report)
         if unjudgeable:
-            click.echo(f"vtriage: --fail-on: {unjudgeable}, so the gate cannot pass: exit 3 "
-                       "(--allow-empty judges such input by the policy)", err=True)
+            tell(f"vtriage: --fail-on: {unjudgeable}, so the gate cannot pass: exit 3 "
+                 "(--allow-empty judges such input by the policy)")
             sys.exit(EXIT_INCONCLUSIVE)
         sys.exit(EXIT_HEALTHY)
     sys.exit(exit_code_for(verdict))
@@ -632,10 +642,10 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
     from .logs.signatures import MATCH_TIMEOUT_S
     for sig in kit.signatures.signatures:
         if repeats_a_varying_group(sig.regex):
-            click.echo(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
-                       f"(like (a+)+): it can take exponential time on a line it almost matches; each search is cut "
-                       f"after {MATCH_TIMEOUT_S:g} s and the line skipped (hint: give the inner repeat a separator, "
-                       "e.g. (?:\\w+ )* instead of (?:\\w+\\s?)*)", err=True)
+            tell(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
+                 f"(like (a+)+): it can take exponential time on a line it almost matches; each search is cut "
+                 f"after {MATCH_TIMEOUT_S:g} s and the line skipped (hint: give the inner repeat a separator, "
+                 "e.g. (?:\\w+ )* instead of (?:\\w+\\s?)*)")
 
 
 # --- capacity: what-if and the pre-deploy check -----------------------------------------------------
@@ -690,8 +700,8 @@ def _lengths_from_metrics(paths: tuple[str, ...]):
     from .metrics.inputs import read_files
     lengths = observed_lengths(read_files(paths, None).samples) if paths else None
     if paths and lengths is None:
-        click.echo("vtriage: warning: no vllm:request_prompt_tokens / vllm:request_generation_tokens histograms "
-                   "in the metrics; concurrency at the observed request sizes is not computed", err=True)
+        tell("vtriage: warning: no vllm:request_prompt_tokens / vllm:request_generation_tokens histograms "
+             "in the metrics; concurrency at the observed request sizes is not computed")
     return lengths
 
 
@@ -1026,7 +1036,8 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
 
     spec = AlertSpec(namespace=namespace, container=container, verdict=report.diagnosis.verdict if report else None,
                      runbook=runbook_for, labels=extra,
-                     header=header_lines(files, report.diagnosis.verdict if report else None, source, kit.runbook_url))
+                     header=header_lines([i.path for i in report.inputs] if report else (),   # masked, as read
+                                         report.diagnosis.verdict if report else None, source, kit.runbook_url))
     text = render(kind, metric_names(version, engine), spec)
     if output:
         write_atomically(output, text, files)
@@ -1112,12 +1123,12 @@ class ProgressLine:
             text += f" of {self.size / 2**20:,.0f} MiB, {rate / 1e6:,.0f} MB/s, {left:,.0f} s left"
         else:
             text += f", {rate / 1e6:,.0f} MB/s"
-        click.echo(f"\r{text}\x1b[K", err=True, nl=False)
+        tell(text, before="\r", after="\x1b[K")
 
     def close(self) -> None:
         """Erase the line once the read is over, so the report starts on a clean line."""
         if self.shown:
-            click.echo("\r\x1b[K", err=True, nl=False)
+            tell("", before="\r", after="\x1b[K")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -1125,16 +1136,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="vtriage", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("vtriage: aborted", err=True)
+        tell("vtriage: aborted")
         sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
-        click.echo(f"vtriage: error: {exc.format_message()}", err=True)
+        tell(f"vtriage: error: {exc.format_message()}")
         sys.exit(EXIT_USAGE)
     except TriageError as exc:
-        click.echo(f"vtriage: error: {exc}", err=True)
+        tell(f"vtriage: error: {exc}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("vtriage: interrupted", err=True)
+        tell("vtriage: interrupted")
         sys.exit(130)
     except BrokenPipeError:        # the reader of stdout went away (| head): nothing left to say
         _drop_stdout()
@@ -1147,15 +1158,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             message = str(_write_error("<stdout>", exc))
         else:
             message = (exc.strerror or str(exc)).lower()
-        click.echo(f"vtriage: error: {message}", err=True)
+        tell(f"vtriage: error: {message}")
         sys.exit(EXIT_USAGE)
     except SystemExit:
         raise
     except Exception as exc:  # the promise: no traceback reaches the user
         if os.environ.get("VTRIAGE_DEBUG"):
             raise
-        click.echo(f"vtriage: internal error: {type(exc).__name__}: {exc} "
-                   "(set VTRIAGE_DEBUG=1 for the traceback, and please report it)", err=True)
+        tell(f"vtriage: internal error: {type(exc).__name__}: {exc} "
+             "(set VTRIAGE_DEBUG=1 for the traceback, and please report it)")
         sys.exit(EXIT_USAGE)
     sys.exit(0)
 

@@ -38,7 +38,7 @@ from .model import (
     TimeWindow,
     WeightsEstimate,
 )
-from .redact import Redactor
+from .redact import Redactor, redacted_report
 from .report.command import fixes_the_release_has, headline_command
 from .report.fleet import Unit, instance_views, key_figures, split_units, unit_name, worst
 from .report.runbooks import runbook_link
@@ -220,7 +220,7 @@ def build_report(incident: Incident, kit: Toolkit, progress: Sequence[Callable[[
     evidence = read(incident, kit, redactor, progress)
     gpu = gpu_evidence(incident.gpu)
     runs = diagnose_runs(evidence, incident, kit, gpu.facts)     # each: facts_for -> decide -> prescribe
-    return assemble(incident, kit, evidence, runs, gpu, redactor.counts)
+    return redacted_report(assemble(incident, kit, evidence, runs, gpu, redactor.counts), redactor)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..model import CoverageGroup, InputSummary, LogEvent, SourceRef
-from ..redact import Redactor, clip
+from ..redact import LineContext, Redactor, clip
 from ..sources.files import LineBlock, LineReader, line_blocks, numbered_lines
 from ..vocabulary import KV_SATURATED, PHASE_RANK, STATS_PEAKS
 from .envelope import Record, records
@@ -63,7 +63,7 @@ class LogParse:
             raise RuntimeError(f"{self.name}: the parse is not finished; iterate every event first")
         summary = InputSummary(path=self.name, kind="log", lines_read=self.lines_read,
                                lines_recognised=self._coverage.recognised, vllm_lines=self._coverage.vllm)
-        groups = [CoverageGroup(level=lv, template=self._redactor.text(t), count=c, example=ref)
+        groups = [CoverageGroup(level=lv, template=t, count=c, example=ref)      # masked as read, and in the Report
                   for (lv, t), (c, ref) in self._coverage.groups.items()]
         groups.sort(key=lambda g: (-g.count, g.level, g.template))
         return ParseResult(summary, tuple(groups), tuple(self.warnings))
@@ -141,6 +141,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
     signatures, redactor, coverage, name = parse._signatures, parse._redactor, parse._coverage, parse.name
     budget = parse.budget
     in_traceback: dict[str | None, bool] = {}
+    context = LineContext() if redactor.enabled else None
 
     def counted(blocks: Iterable[LineBlock]) -> Iterator[LineBlock]:
         for block in blocks:
@@ -235,9 +236,10 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         coverage.mark(rec.line, last_line, recognised=recognised, vllm=from_vllm)
         if hits and any(h[0].bulk for h in hits):
             hits = [h for h in hits if not h[0].bulk]   # request traffic: recognised, never an event
+        offset = len(rec.text) - len(message)
+        known = [(kind, a + offset, b + offset) for kind, a, b in context.spans(message)] if context else []
         if hits:
-            redacted, to_redacted = redactor.redact_mapped(rec.text)
-            offset = len(rec.text) - len(message)
+            redacted, to_redacted = redactor.redact_mapped(rec.text, known)
             for sig, fields, (start, end) in hits:
                 text, span = clip(redacted, (to_redacted(start + offset), to_redacted(end + offset)),
                                   MAX_EVIDENCE_CHARS)
@@ -249,8 +251,11 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         elif not traceback_body and rec.level in ("WARNING", "ERROR", "CRITICAL") and message.strip():
             # Only the start of the line is shown: redact that much (and enough after it for any secret
             # that starts inside it), not a hostile megabyte.
-            text, _ = clip(redactor.text(rec.text[:REDACT_WINDOW]), None, MAX_EVIDENCE_CHARS)
-            coverage.unrecognised(rec.level, redactor.text(message[:REDACT_WINDOW]), SourceRef(name, rec.line, text))
+            shown = [(kind, a, min(b, REDACT_WINDOW)) for kind, a, b in known if a < REDACT_WINDOW]
+            text, _ = clip(redactor.text(rec.text[:REDACT_WINDOW], shown), None, MAX_EVIDENCE_CHARS)
+            in_message = [(kind, a - offset, b - offset) for kind, a, b in shown if a >= offset]
+            coverage.unrecognised(rec.level, redactor.text(message[:REDACT_WINDOW], in_message),
+                                  SourceRef(name, rec.line, text))
     slow = budget.warning(name)
     if slow:
         parse.warnings.append(slow)
