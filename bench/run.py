@@ -48,7 +48,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
-from triage.logs import statsrun  # noqa: E402
 from triage.logs.signatures import load_signatures  # noqa: E402
 from triage.metrics.facts import (  # noqa: E402
     CACHE_CONFIG,
@@ -61,7 +60,6 @@ from triage.metrics.facts import (  # noqa: E402
     RUNNING,
     WAITING,
 )
-from triage.sources import scan  # noqa: E402
 
 import make_log  # noqa: E402
 import make_metrics  # noqa: E402
@@ -275,12 +273,6 @@ def main() -> None:
     print(f"{platform.node() or 'this machine'}: {os.cpu_count()} CPUs, {platform.python_implementation()} "
           f"{platform.python_version()}; median of {args.repeat}; load average {load_before[0]:.1f} before, "
           f"{load_after[0]:.1f} after (wall times are noisy on a shared machine; CPU is the steadier figure)")
-    compiled = scan._bulkscan is not None
-    print("the bulk split: " + ("compiled (triage/sources/_bulkscan.c)" if compiled else
-                                "in Python (triage/sources/_bulkscan.c was not built here)"))
-    compiled_runs = statsrun._statsfold is not None
-    print("a stats run's figures: " + ("compiled (triage/logs/_statsfold.c)" if compiled_runs else
-                                       "in Python (triage/logs/_statsfold.c was not built here)"))
     figures: dict[str, dict] = {}
     for kind, commands in runs.items():
         print(f"\n{kind}: {about.get(kind, '')}")
@@ -318,8 +310,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({"cpus": os.cpu_count(), "python": platform.python_version(),
                                                "repeat": args.repeat, "load_before": load_before,
-                                               "load_after": load_after, "compiled_split": compiled,
-                                               "compiled_figures": compiled_runs, "runs": figures}, indent=2) + "\n")
+                                               "load_after": load_after, "runs": figures}, indent=2) + "\n")
     shutil.rmtree(scratch)
 
 
