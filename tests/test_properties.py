@@ -439,7 +439,7 @@ def test_plain_records_are_what_the_full_envelope_gives(line):
     fast = envelope.plain_record(9, line)
     if fast is None:
         return
-    slow = list(envelope._records_unwrapped([(9, line)]))
+    slow = list(envelope._records_unwrapped([((9, line), False, False, False)]))
     assert slow == [fast]
 
 
@@ -1094,3 +1094,84 @@ def test_merged_snapshots_keep_the_peaks_and_counts_and_raise_only_the_levels(te
         if "running_max" in facts[1]:           # the requests running are those of the fuller cache's scrape
             assert facts[0]["running_max"].value <= facts[1]["running_max"].value
     jsonschema.validate(report_dict(build_report(Incident(metrics=merged, redact_prompts=prompts), KIT)), SCHEMA)
+
+
+# Lines of other programs and the pieces that make the envelope or a signature read a line: the batch search for
+# them (logs/envelope.py ENVELOPE_MARKS) decides which lines are read the full way.
+ANCHORS = sorted({sig.anchor for sig in KIT.signatures.signatures})
+OTHER_PROGRAMS = ["gpu-node-2:68984:74578 [3] NCCL INFO Channel 00/32 : 0 1 2 3",
+                  "gpu-node-1:27151:71728 [3] NCCL INFO threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
+                  "node-1:1234:1234 [0] NCCL INFO 8 coll channels, 0 collnet channels",
+                  "Dec  2 10:43:50 gpu-node-3 kernel: [12345.678901] eth0: renamed from veth1f2e",
+                  "Dec  2 10:43:50 gpu-node-3 systemd[1]: Started Session 12 of User root.",
+                  "Dec 12 10:43:50 host vllm[1]: ", "Dec 12 10:43:50 host app: {\"log\": \"x\"}",
+                  "Dec 12 10:43:50 host app: 2025-07-07T15:19:48Z x", "Dec 12 10:43:50 host app: web | x",
+                  "Dec 12 10:43:50 host app: Dec 12 10:43:51 inner app: x",
+                  "step 14: loss=1.5404 lr=3.0e-05", "web-1  | text", "  | text", "INFO | stdout | text",
+                  "[INFO ] PyProcess - W-1-model-stdout: text", "3 10:00:45 [core.py:718] cut", "[rank1]: text",
+                  "- vllm.engine - INFO - text", "INFO:vllm.worker:text", "INFO:     text", "x INFO 01-02 03:04:05 y",
+                  "a\x1b[0m b", "a[36m b", "a\\u001b[0m", "tail across cluster]", "a\rb", "(x pid=3) text",
+                  "INFO \u0661\u0662-01 03:04:05 [x.py:1] unicode digits", "\u00e9t\u00e9 \ufffd", "   indented",
+                  "^^^^", "", " ", "Traceback (most recent call last):", '  File "x.py", line 1, in f']
+
+
+@st.composite
+def other_program_line(draw) -> str:
+    """A line of another program, an anchor cut in two across lines, or either with marks and anchors put in."""
+    kind = draw(st.integers(0, 4))
+    if kind == 0:
+        return draw(st.sampled_from(OTHER_PROGRAMS))
+    if kind == 1:
+        anchor = draw(st.sampled_from(ANCHORS))
+        cut = draw(st.integers(0, len(anchor)))
+        return draw(st.sampled_from([anchor[:cut], anchor[cut:], "x" * 70 + anchor[:cut], anchor[cut:] + " y"]))
+    if kind == 2:
+        return draw(st.text(alphabet=st.sampled_from("ab |[]{}:-0913m\\\r\t INFOpid="), max_size=40))
+    pieces = st.one_of(st.sampled_from(OTHER_PROGRAMS), st.sampled_from(ANCHORS), st.sampled_from(SAMPLES),
+                       st.text(max_size=12))
+    return "".join(draw(st.lists(pieces, min_size=1, max_size=3)))
+
+
+def _parsed_every_line_the_full_way(lines: list[tuple[int, str]]) -> tuple[list, object]:
+    from unittest import mock
+
+    from triage.logs import envelope
+    with mock.patch.object(envelope, "_marks_of", lambda anchors: envelope._Marks(None, None)):
+        return _parsed(lines, True)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(other_program_line(), log_line()), max_size=40), st.sampled_from([1, 2, 3, 512]))
+@example(["x" * 70 + "Out of", " memory", "x" * 70 + "Out of", "memory"], 512)     # an anchor across a wrap
+@example(["Traceback (most recent call last):", "gpu-node-2:6:7 [3] NCCL INFO Channel 00/32 : 0 1", "  x"], 512)
+def test_lines_without_marks_read_in_one_step_give_what_reading_them_the_full_way_gives(lines, batch):
+    """A line holding nothing the envelope reads and no anchor (NCCL INFO, syslog, other programs' output) is made
+    its record in one step and not searched for signatures, nor joined to the next line where no anchor spans the
+    two: the same events, coverage and unrecognised lines as reading every line the full way, wherever the batches
+    of the search fall."""
+    from unittest import mock
+
+    from triage.logs import envelope
+    numbered = list(enumerate(lines, start=1))
+    with mock.patch.object(envelope, "BATCH_LINES", batch):
+        fast = _parsed(numbered, True)
+    assert fast == _parsed_every_line_the_full_way(numbered)
+
+
+@FAST
+@given(st.lists(other_program_line(), min_size=1, max_size=12))
+def test_a_record_read_in_one_step_is_the_full_ways_record(lines):
+    """The record made in one step equals the one the envelope's patterns make; one called anchor free holds no
+    anchor, and one called so with the next line holds none joined to it either."""
+    from triage.logs import envelope
+    numbered = list(enumerate(lines, start=1))
+    fast = list(envelope.records(numbered, ANCHORS))
+    full = list(envelope._records_unwrapped(((item, False, False, False) for item in numbered),
+                                            envelope.plain_record))
+    assert [dataclasses.replace(r, anchor_free=False, anchor_free_with_next=False) for r in fast] == full
+    for rec, after in zip(fast, [*fast[1:], None]):
+        if rec.anchor_free:
+            assert not KIT.signatures.anchors_in(rec.message)
+        if rec.anchor_free_with_next and after is not None and after.anchor_free and after.line == rec.line + 1:
+            assert not KIT.signatures.anchors_in(rec.message + after.message)
+            assert not KIT.signatures.anchors_in(rec.message + " " + after.message)
