@@ -450,9 +450,8 @@ def _with_marks(lines: Iterable[tuple[int, str] | Read], marks: _Marks) -> Itera
 
 def _marked(batch: list[tuple[int, str]], marks: _Marks) -> list[_Marked]:
     """Which lines of the batch hold none of the marks, in one search over their text joined; of those, where the
-    anchors are among the marks, which hold no anchor joined to the next line either (one search over each run of
-    such lines joined as is and with spaces: any anchor found there spans two lines). The batch's last line is not
-    known with the next."""
+    anchors are among the marks, which hold no anchor joined to the next line either (`_clear_spans`). The batch's
+    last line is not known with the next."""
     if not batch:
         return []
     if marks.marks is None:

@@ -39,6 +39,11 @@ from ..vocabulary import KV_SATURATED
 from .envelope import process_label
 from .signatures import SignatureSet, StatsLineShape, answer_new_keys
 
+try:        # Aho-Corasick in Rust: a batch's text searched for several words in one pass
+    import ahocorasick_rs
+except ImportError:         # no wheel for this platform: one `in` per word
+    ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
+
 # Lines per folded event. A run's event costs some 150k instructions end to end (made, numbered, merged): at 32
 # lines a 200k-line stats log spent a fifth of its instructions on them, at 64 a tenth. Past the cap the parser
 # merges neighbours pairwise anyway (a stats log of 600k lines ends with events of 256 lines either way), the
@@ -164,6 +169,7 @@ class _Folder:
         # An anchor with digits occurs in a line only where its own digit form occurs in the line's.
         self.may_hold_digit = functools.partial(
             _holds_any, tuple(anchor.encode().translate(DIGITS_AS_ZERO) for anchor in signatures.digit_anchors))
+        self.holds_digit_anchor = _WordSearch(signatures.digit_anchors)
 
     def fold(self, numbers: list[int], texts: list[str], decided: int) -> list[_Item | StatsRun]:
         """The first `decided` lines of the window (`numbers` and `texts`, in step), numbered, with runs of foldable
@@ -230,8 +236,10 @@ class _Folder:
         found = list(map(self.templates.__getitem__, forms))
         # The lines of the forms that cannot hold an anchor with digits need no search.
         answer_new_keys(self.may_hold_digit_anchor, forms, forms, self.may_hold_digit)
-        maybe = itertools.compress(held, map(self.may_hold_digit_anchor.__getitem__, forms))
-        digit_free = not any(anchor in line for line in maybe for anchor in self.signatures.digit_anchors)
+        # One search of the batch's text for each such anchor (a stats line's date holds `-0`, the form of `-9`):
+        # joined by newlines, which an anchor holding one could match across, answering "may" where it may not.
+        maybe = "\n".join(itertools.compress(held, map(self.may_hold_digit_anchor.__getitem__, forms)))
+        digit_free = not self.holds_digit_anchor(maybe)
         return _scattered(holding, found), _scattered(holding, forms) if digit_free else None
 
     def _as_met(self, forms: list[bytes]) -> list[bytes]:
@@ -514,6 +522,23 @@ def _figures(shape: StatsLineShape, texts: list[str], templates: list[_Template]
 def _rows(texts: list[str], templates: list[Any]) -> list[Any]:
     """Each stats line's name, pid and file (every line has a template)."""
     return [template.row(text) for template, text in zip(templates, texts)]
+
+
+class _WordSearch:
+    """Whether a text holds any of `words`: one Aho-Corasick pass where the wheel is installed (a batch of stats lines
+    is some 120 KB, which `in` reads once per word), else one `in` per word."""
+
+    def __init__(self, words: Sequence[str]) -> None:
+        self.words = tuple(words)
+        self.automaton = ahocorasick_rs.AhoCorasick(list(self.words)) if ahocorasick_rs and self.words else None
+
+    def __call__(self, text: str) -> bool:
+        if self.automaton is not None:
+            try:
+                return bool(self.automaton.find_matches_as_indexes(text))
+            except UnicodeEncodeError:      # a lone surrogate: not UTF-8
+                pass
+        return any(word in text for word in self.words)
 
 
 def _holds_any(anchors: tuple[bytes, ...], form: bytes | None) -> bool:
