@@ -252,11 +252,12 @@ def split_block(block: bytes, patterns: Sequence[BulkPattern], first_line: int,
         if pattern.needle and pattern.needle not in block:
             tally.append(0)
             continue
-        search = pattern.regex.search
-        unclaimed = [at for at, line in enumerate(rest) if search(line, 0, HEAD_WINDOW) is None]
-        tally.append(len(rest) - len(unclaimed))
-        places = [places[at] for at in unclaimed]
-        rest = [rest[at] for at in unclaimed]
+        # The hot loop of a serving log (a search per line): map and compress run it without a bytecode step a line.
+        found = map(pattern.regex.search, rest, itertools.repeat(0), itertools.repeat(HEAD_WINDOW))
+        unclaimed = [m is None for m in found]
+        tally.append(len(rest) - sum(unclaimed))
+        places = list(itertools.compress(places, unclaimed))
+        rest = list(itertools.compress(rest, unclaimed))
     if quiet is not None:
         quiet_ones = quiet.mask(lines, places, rest)
         tally.append(sum(quiet_ones))
