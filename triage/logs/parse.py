@@ -155,7 +155,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         lines = fold_runs(blocks, signatures, redactor, name, STATS_CAP, restarts)
     else:
         lines = numbered_lines(blocks)
-    stream = records(lines)
+    stream = records(lines, sorted({sig.anchor for sig in signatures.signatures}))
     lookahead: list[Record | StatsRun] = []
 
     def next_record() -> Record | StatsRun | None:
@@ -184,7 +184,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             continue
         message = rec.message
         last_line = rec.line
-        hits = signatures.match(message, budget) if message else []
+        hits = signatures.match(message, budget) if message and not rec.anchor_free else []
         # A terminal or pager may have wrapped a long line. Take the next line as its tail when a
         # signature then matches across the break or pulls out more fields, or when the lines are
         # cut at one fixed width (every piece but the last exactly as wide as the first).
@@ -202,6 +202,8 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             nxt = peek()
             if nxt is None or isinstance(nxt, StatsRun) or nxt.line != last_line + 1 or not nxt.continues_previous:
                 break
+            if joined == 0 and rec.anchor_free_with_next and nxt.anchor_free:
+                break       # no anchor in the two lines joined, as is or with a space: no signature matches them
             fixed_width = (rec.vllm_prefix and width >= MIN_WRAP_CANDIDATE and segment == width
                            and (joined > 0 or nxt.width == width))
             candidate = message + nxt.message

@@ -19,7 +19,7 @@ import re
 import stat
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from ..vocabulary import MAX_METRICS_BYTES
@@ -507,7 +507,7 @@ def _read_blocks(inp: LogInput, split: Split, reading: _Reading) -> Generator[Li
             number = 0
             for block in _blocks(text, reading):
                 split = _judged(split, reading, number)
-                numbers, raws, count, tally = split.block(block, number + 1, MAX_LINE_BYTES)
+                numbers, raws, count, tally = split.block(block, number + 1)
                 if (lines := _decoded(numbers, raws, 0, reading)) is not None:
                     yield lines
                 number += count
@@ -702,12 +702,10 @@ def _let_go(workers: list[Worker]) -> list[Worker]:
     return []
 
 
-def _decoded(numbers: list[int], raws: Sequence[bytes] | Sequence[str], base: int,
-             reading: _Reading) -> LineBlock | None:
+def _decoded(numbers: list[int], raws: Sequence[bytes], base: int, reading: _Reading) -> LineBlock | None:
     """A block's lines to parse, numbered from `base` and decoded, up to MAX_LINES; None when none is left (a block
     may start past MAX_LINES: the count is checked after each block). The usual block (no line too long, no NUL,
-    no carriage return ending a line) is decoded in one step, or came decoded from the compiled split, which
-    decodes only such a block; any other line by line."""
+    no carriage return ending a line) is decoded in one step; any other line by line."""
     if not raws:
         return None
     if base:
@@ -717,9 +715,6 @@ def _decoded(numbers: list[int], raws: Sequence[bytes] | Sequence[str], base: in
         if not kept:
             return None
         numbers, raws = numbers[:kept], raws[:kept]
-    if isinstance(raws[0], str):
-        return numbers, list(cast("Sequence[str]", raws))
-    raws = cast("Sequence[bytes]", raws)
     joined = b"\n".join(raws)
     if max(map(len, raws), default=0) <= MAX_LINE_BYTES and b"\x00" not in joined and (
             b"\r" not in joined or (b"\r\n" not in joined and not joined.endswith(b"\r"))):

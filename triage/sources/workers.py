@@ -35,7 +35,7 @@ def split_range(path: str, start: int, end: int, split: Split, max_line_bytes: i
             if not tail.endswith(b"\n") and len(tail) >= max_line_bytes:
                 _skip_rest_of_line(handle, max_line_bytes)   # over the limit: the reader cuts and counts it
             data += tail
-    return split.block(data, 1, max_line_bytes)
+    return split.block(data, 1)
 
 
 def _skip_rest_of_line(stream: BinaryIO, max_line_bytes: int) -> None:
