@@ -45,6 +45,7 @@ class Config:
 
 
 USER_CONFIG = Path("vtriage") / "config.toml"     # under $XDG_CONFIG_HOME, or ~/.config
+MAX_CONFIG_BYTES = 1 << 20                        # a team's config is a few lines; read no more than this
 
 
 def git_root(start: Path) -> Path | None:
@@ -157,6 +158,10 @@ def load_config(path: Path, rules: RuleSet, today: dt.date) -> Config:
     """Read and check one config file; every mistake names the file, the key and a hint."""
     where = str(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(where, "(file)", f"is {size / 2**20:.1f} MiB; a config is a few lines",
+                              f"a config holds suppressions and a runbook URL: under {MAX_CONFIG_BYTES >> 10} KiB")
         text = path.read_text(encoding="utf-8")
         raw = tomlread.loads(text)
     except OSError as exc:
