@@ -155,3 +155,10 @@ def test_a_config_too_large_to_be_a_config_is_refused(tmp_path):
     config.write_text("# padding\n" * 200_000)
     err = _one_line_error(run_cli(KV, "--config", str(config)))
     assert f"{config}: (file): is 1.9 MiB" in err, err
+
+
+def test_a_secret_where_a_number_belongs_is_not_echoed(tmp_path):
+    token = "hf_Q7" + "abcdefghijKLMNOPqrst"
+    result, _ = _check(tmp_path, json.dumps({**LLAMA, "hidden_size": f"{token}"}))
+    err = _one_line_error(result)
+    assert "hidden_size: must be an integer" in err and token not in err and "hf_Q7abcdef" not in err, err

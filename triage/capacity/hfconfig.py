@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from ..errors import InputError
 from ..records import record
+from ..redact import Redactor
 
 GIB = 1 << 30
 HINT_FROM_LOG = "or calibrate from a startup log of the same model: vtriage check --from-log LOG"
@@ -54,9 +55,13 @@ _LONG_NUMBER = re.compile(r'(?:"(?P<key>[^"\n]{0,200})"\s*:\s*)?-?(?P<digits>\d{
 
 
 def shown(value: Any) -> str:
-    """A value as an error shows it: JSON, clipped so a long one cannot flood the terminal."""
+    """A value as an error shows it: JSON, clipped so a long one cannot flood the terminal, and redacted: a
+    token pasted into the wrong key is still a token."""
     text = json.dumps(value)
-    return text if len(text) <= 40 else f"{text[:40]}... ({len(text):,} characters)"
+    length = len(text)
+    if isinstance(value, (str, list, dict)):
+        text = Redactor().text(text[:4000])          # redacted whole, before the cut could hide a token's shape
+    return text if len(text) <= 40 else f"{text[:40]}... ({length:,} characters)"
 
 
 def out_of_range(where: str, value: Any, low: float, high: float) -> InputError:
