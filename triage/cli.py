@@ -65,16 +65,34 @@ def load_toolkit(rules_dir: str | None, compile_now: bool | None = None) -> Tool
 def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool,
                      ignore: Sequence[str]) -> tuple[Toolkit, Config]:
     """The toolkit with the suppressions and runbook URL of .vtriage.toml (found, or --config) and --ignore."""
-    from .decide.suppress import Config, find_config, load_config, with_ignored
+    from .decide.suppress import (
+        Config,
+        distrust,
+        distrust_warning,
+        effective_uid,
+        find_config,
+        load_config,
+        with_ignored,
+    )
     if config_path and no_config:
         raise click.UsageError("--config and --no-config contradict each other; give one")
-    path = Path(config_path) if config_path else None if no_config else find_config(Path.cwd(), Path.home())
-    if config_path and not Path(config_path).is_file():
-        raise InputError(config_path, "no such config file",
-                         f"create it, or drop --config to use the nearest {CONFIG_NAME}")
+    path: Path | None = None
+    warnings: tuple[str, ...] = ()
+    if config_path:
+        path = Path(config_path)
+        if not path.is_file():
+            raise InputError(config_path, "no such config file",
+                             f"create it, or drop --config to use {CONFIG_NAME} from this folder or the git root")
+        why = distrust(path, effective_uid())
+        warnings = (distrust_warning(path, why, skipped=False),) if why else ()
+    elif not no_config:
+        path, warnings = find_config(Path.cwd(), os.environ, Path.home())
+    for warning in warnings:
+        click.echo(f"vtriage: warning: {warning}", err=True)
     config = load_config(path, kit.rules, date.today()) if path else Config(None)
     config = with_ignored(config, ignore, kit.rules)
-    return dataclasses.replace(kit, suppressions=config.suppressions, runbook_url=config.runbook_url), config
+    return dataclasses.replace(kit, suppressions=config.suppressions, runbook_url=config.runbook_url,
+                               config_path=config.path), config
 
 
 def _config_options(fn):
@@ -83,8 +101,8 @@ def _config_options(fn):
                       help="Suppress RULE (a rule id from `vtriage rules`): listed as SUPPRESSED, never decides.")(fn)
     fn = click.option("--no-config", is_flag=True, help=f"Do not read {CONFIG_NAME}.")(fn)
     fn = click.option("--config", "config_path", metavar="PATH",
-                      help=f"Read suppressions from PATH instead of the nearest {CONFIG_NAME} (up to "
-                           "the git root or home).")(fn)
+                      help=f"Read suppressions from PATH instead of {CONFIG_NAME} (in this folder, else at the "
+                           "git root, else ~/.config/vtriage/config.toml).")(fn)
     return fn
 
 

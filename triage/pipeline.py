@@ -62,6 +62,7 @@ class Toolkit:
     signatures: SignatureSet
     suppressions: tuple[Suppression, ...] = ()     # accepted rules (.vtriage.toml, --ignore)
     runbook_url: str | None = None                 # the team's runbook URL template (.vtriage.toml)
+    config_path: str | None = None                 # the config file read, named in every report
 
 
 def diagnose_attempt(attempt: Attempt, kit: Toolkit, earlier: Sequence[LogEvent], vllm_lines: int | None,
@@ -377,7 +378,8 @@ def assemble(incident: Incident, kit: Toolkit, evidence: Evidence, diagnosed: Ru
                   severity=severity(last, kit.rules.classes),
                   heading=kit.rules.classes[last.verdict].heading,
                   runbook=runbook_link(last.verdict, kit.rules, kit.runbook_url),
-                  suppressions=kit.suppressions, window=evidence.window, weights_needed=_weights_needed(last),
+                  suppressions=kit.suppressions, config=kit.config_path, window=evidence.window,
+                  weights_needed=_weights_needed(last),
                   metrics_figures=key_figures(last) if metric_inputs else {})
 
 
