@@ -54,6 +54,14 @@ def thinnable_name(name: str) -> bool:
     return name.endswith(CUMULATIVE_SUFFIXES) and name not in KEPT_WHOLE
 
 
+SeriesKey = tuple[str, frozenset[tuple[str, str]]]
+
+
+def series_key(name: str, labels: Mapping[str, str]) -> SeriesKey:
+    """A series as series.by_series groups samples: its name and its labels, whatever their order."""
+    return name, frozenset(labels.items())
+
+
 @dataclass(frozen=True, slots=True)
 class _Tail:
     """A series' latest point, the snapshot it is held in, and whether it is dropped if the next point goes on its
@@ -75,10 +83,7 @@ class Thinning:
         self.held = 0                                        # samples held now, over all snapshots
         self.levels = 0                                      # of them, points held of each scrape (not thinnable)
         self._merge_above = LEVELS_HELD
-        self._tails: dict[tuple[str, int], _Tail] = {}
-        self._first_labels: dict[int, Mapping[str, str]] = {}      # by the hash of their items
-        self._labels_ids: dict[int, int | None] = {}               # by id: the id of the first equal labels seen
-        self._labels_seen: list[Mapping[str, str]] = []            # held, so that each id stays its dict's
+        self._tails: dict[SeriesKey, _Tail] = {}
         self._clean_paths: dict[str, bool] = {}
 
     def add(self, samples: Sequence[MetricSample]) -> None:
@@ -99,9 +104,9 @@ class Thinning:
         dropped: set[int] = set()       # the ids of the points dropped, alive until their snapshots are rebuilt
         touched: set[int] = set()       # the snapshots that held them
         for position, (s, may) in enumerate(zip(samples, self._may_drop(samples))):
-            key = self._series(s.name, s.labels) if thinnable_name(s.name) else None
-            if key is None:
+            if not thinnable_name(s.name):
                 continue
+            key = series_key(s.name, s.labels)
             tail = self._tails.get(key)
             goes_on = tail is not None and (s.value == tail.sample.value if s.name.endswith("_created")
                                             else s.value >= tail.sample.value)
@@ -128,9 +133,9 @@ class Thinning:
             marks = self._restart_keys(self.snapshots[first]) + self._restart_keys(self.snapshots[second])
             restarted = _restarted(latest, marks)
             latest.update(marks)
-            merged = None if restarted else self._merged(self.snapshots[first], self.snapshots[second])
-            if merged is None:
+            if restarted:
                 continue
+            merged = self._merged(self.snapshots[first], self.snapshots[second])
             before = len(self.snapshots[first]) + len(self.snapshots[second])
             self.held -= before - len(merged)
             self.levels -= before - len(merged)
@@ -143,16 +148,17 @@ class Thinning:
 
     def _restart_keys(self, samples: Sequence[MetricSample]) -> list[tuple[tuple, float]]:
         """(key, value) of the points that tell a restart: `_created` series' and the preemption counter's."""
-        out = [((self._series(s.name, s.labels),), s.value) for s in samples if s.name.endswith("_created")]
-        out += [(key, samples[position].value) for position, key in self._level_keys(samples)
-                if key is not None and samples[position].name in KEPT_WHOLE]
+        out: list[tuple[tuple, float]] = [((series_key(s.name, s.labels),), s.value) for s in samples
+                                          if s.name.endswith("_created")]
+        out += [(key, samples[position].value) for position, key in _level_keys(samples)
+                if samples[position].name in KEPT_WHOLE]
         return out
 
-    def _merged(self, first: list[MetricSample], second: list[MetricSample]) -> list[MetricSample] | None:
-        """Two neighbouring snapshots' samples as one snapshot's, or None where it would pair points it cannot
-        tell apart. A gauge's k-th point in one pairs with its k-th in the other (a round of several URLs holds a
-        series once for each, in the same order every round). A counter's or histogram's points held in both
-        stay, the earlier first: an increase is read point after point, within a scrape as across them."""
+    def _merged(self, first: list[MetricSample], second: list[MetricSample]) -> list[MetricSample]:
+        """Two neighbouring snapshots' samples as one snapshot's. A gauge's k-th point in one pairs with its k-th
+        in the other (a round of several URLs holds a series once for each, in the same order every round). A
+        counter's or histogram's points held in both stay, the earlier first: an increase is read point after
+        point, within a scrape as across them."""
         used = [(s.value, n) for n, held in enumerate((first, second)) for s in held if s.name == DCGM_USED]
         from_second = max(used, default=(0.0, 1))[1] == 1     # the fuller GPU's figures; else the later's
         usage: dict[tuple, list[float]] = {}                   # each unit's KV usage in the first and the second
@@ -162,12 +168,10 @@ class Thinning:
                     tops = usage.setdefault(unit_labels(s.name, s.labels), [-1.0, -1.0])
                     tops[n] = max(tops[n], s.value)
         merged = list(first)
-        points = {key: position for position, key in self._level_keys(first)}
-        if None in points:
-            return None
-        for position, key in self._level_keys(second):
+        points = {key: position for position, key in _level_keys(first)}
+        for position, key in _level_keys(second):
             s = second[position]
-            at = points.pop(key, None) if key is not None else None
+            at = points.pop(key, None)
             if at is None:
                 merged.append(s)
                 continue
@@ -185,22 +189,6 @@ class Thinning:
         merged.extend(s for s in second if thinnable_name(s.name))
         return merged
 
-    def _level_keys(self, samples: Sequence[MetricSample]) -> list[tuple[int, tuple | None]]:
-        """(position, key) of each point that is not thinnable: its series and which of the series' points in the
-        snapshot it is; None for a series whose key is unsure (see _series)."""
-        seen: dict[tuple, int] = {}
-        keys: list[tuple[int, tuple | None]] = []
-        for position, s in enumerate(samples):
-            if thinnable_name(s.name):
-                continue
-            series = self._series(s.name, s.labels)
-            if series is None:
-                keys.append((position, None))
-                continue
-            nth = seen[series] = seen.get(series, -1) + 1
-            keys.append((position, (series, nth)))
-        return keys
-
     def _may_drop(self, samples: Sequence[MetricSample]) -> list[bool]:
         """Whether each sample may be dropped as a middle point, as far as it alone says (see the module's list)."""
         may = [thinnable_name(s.name) and self._clean_path(s.path) for s in samples]
@@ -209,17 +197,6 @@ class Thinning:
         units = {unit_labels(s.name, s.labels) for s, m in zip(samples, may) if not m and s.name.startswith("vllm:")}
         return [m and (not s.name.startswith("vllm:") or unit_labels(s.name, s.labels) in units)
                 for s, m in zip(samples, may)]
-
-    def _series(self, name: str, labels: Mapping[str, str]) -> tuple[str, int] | None:
-        """The series' key, as series.by_series groups samples: its name, and its labels whatever their order (the
-        id of the first equal labels dict); once per dict, the snapshots of a series share one. None when other
-        labels share the hash of its labels: it is then never thinned."""
-        known = self._labels_ids.get(id(labels), -1)
-        if known == -1:
-            self._labels_seen.append(labels)
-            first = self._first_labels.setdefault(hash(frozenset(labels.items())), labels)
-            known = self._labels_ids[id(labels)] = id(first) if first == labels else None
-        return None if known is None else (name, known)
 
     def _clean_path(self, path: str) -> bool:
         clean = self._clean_paths.get(path)
@@ -239,3 +216,17 @@ def _restarted(latest: Mapping[tuple, float], marks: Sequence[tuple[tuple, float
             return True
         seen[mark] = value
     return False
+
+
+def _level_keys(samples: Sequence[MetricSample]) -> list[tuple[int, tuple[SeriesKey, int]]]:
+    """(position, key) of each point that is not thinnable: its series and which of the series' points in the
+    snapshot it is (a round of several URLs holds a series once for each)."""
+    seen: dict[SeriesKey, int] = {}
+    keys: list[tuple[int, tuple[SeriesKey, int]]] = []
+    for position, s in enumerate(samples):
+        if thinnable_name(s.name):
+            continue
+        series = series_key(s.name, s.labels)
+        nth = seen[series] = seen.get(series, -1) + 1
+        keys.append((position, (series, nth)))
+    return keys
