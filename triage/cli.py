@@ -29,7 +29,7 @@ from .vocabulary import CONFIG_NAME, MAX_METRICS_BYTES, VERDICTS
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .capacity.registry import Given
+    from .capacity.registry import UserFigures
     from .decide.suppress import Config
     from .gpu.probe import GpuSnapshot
     from .metrics.httpget import HttpOptions
@@ -453,7 +453,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     if (since or until) and not metric_options["prometheus_url"]:
         from .logs.timewindow import utc_now
         window = (since, until, utc_now())
-    incident = Incident(logs=tuple(inputs), metrics=metrics, gpu=snapshot, window=window, given=given,
+    incident = Incident(logs=tuple(inputs), metrics=metrics, gpu=snapshot, window=window, user_figures=given,
                         redact=not no_redact, redact_prompts=redact_prompts,
                         warnings=expiry_warnings(config) if config.expired else ())
     progress = [ProgressLine(inp.name, None if inp.compression else inp.size)   # bytes read are decompressed ones
@@ -510,7 +510,7 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
         from .logs.phases import phases_markdown
         click.echo(phases_markdown(kit.signatures.functions), nl=False)
     elif show == "fixes":
-        from .capacity import FIXES
+        from .capacity.fixes import FIXES
         for name, solver in sorted(FIXES.items()):
             click.echo(f"{name}: {(solver.__doc__ or '').strip()}")
     else:
@@ -655,13 +655,13 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
     Exit codes: 0 it would start (and hold max-num-seqs at the observed sizes), 1 a problem is predicted,
     2 usage or input error, 3 the log lacks the figures to predict.
     """
-    from .capacity.registry import NOTHING_GIVEN
+    from .capacity.registry import NO_USER_FIGURES
     from .capacity.scenario import whatif
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
     check_output(output)
     changes = _changes(options)
     _refuse_more_gpus_than(gpus, changes)
-    given = _given(gpu_name, gpu_memory_gib, gpus, model_config) or NOTHING_GIVEN
+    given = _given(gpu_name, gpu_memory_gib, gpus, model_config) or NO_USER_FIGURES
     facts = _log_facts(log, rules_dir)
     lengths = _lengths_from_metrics(metrics_files)
     scenario = whatif(facts, changes, given, lengths, "observed in the metrics" if lengths else "")
@@ -699,7 +699,7 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
     """  # noqa: E501 - --help prints each example command on one line
     from .capacity.lengths import Lengths
     from .capacity.model import Settings
-    from .capacity.registry import NOTHING_GIVEN
+    from .capacity.registry import NO_USER_FIGURES
     from .capacity.scenario import check
     if not model_config and not from_log:
         raise click.UsageError("give --model-config config.json (with --gpu NAME or --gpu-memory-gib GIB) "
@@ -713,7 +713,7 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
         raise click.UsageError("give both --expect-prompt-tokens and --expect-output-tokens, or neither")
     changes = _changes(options)
     _refuse_more_gpus_than(gpus, changes)
-    given = _given(gpu_name, gpu_memory_gib, gpus, model_config) or NOTHING_GIVEN
+    given = _given(gpu_name, gpu_memory_gib, gpus, model_config) or NO_USER_FIGURES
     lengths = None
     if expect_prompt_tokens is not None and expect_output_tokens is not None:
         lengths = Lengths(0, float(expect_prompt_tokens), float(expect_output_tokens), None, None, (), "expected")
@@ -732,13 +732,13 @@ def _refuse_more_gpus_than(gpus: int | None, changes: Mapping[str, Any]) -> None
 
 
 def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None,
-           model_config: str | None) -> Given | None:
+           model_config: str | None) -> UserFigures | None:
     """What the user says the log lacks: the GPU (by name or memory), the node's GPU count, the model's config;
     None when nothing is given (the capacity model then loads only if a fix needs it)."""
     if not (gpu_name or gpu_memory_gib or gpus or model_config):
         return None
     from .capacity.catalog import GPU_NAMES, known_gpu
-    from .capacity.registry import Given
+    from .capacity.registry import UserFigures
     if gpu_name and gpu_memory_gib:
         raise click.UsageError("--gpu and --gpu-memory-gib both give the GPU's memory; give one")
     total, source = gpu_memory_gib, f"--gpu-memory-gib {gpu_memory_gib:g}" if gpu_memory_gib else ""
@@ -748,7 +748,7 @@ def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None,
             raise click.UsageError(f"--gpu {gpu_name!r} is not a GPU vtriage knows ({', '.join(GPU_NAMES)}); "
                                    "give its memory instead: --gpu-memory-gib GIB")
         total, source = gpu.total_gib, f"--gpu {gpu_name} ({gpu.name}: {gpu.total_gib:g} GiB, {gpu.how})"
-    return Given(spec=_spec(model_config), gpus=gpus, gpu_total_gib=total, gpu_source=source)
+    return UserFigures(spec=_spec(model_config), gpus=gpus, gpu_total_gib=total, gpu_source=source)
 
 
 def _gpu_snapshot(path: str | None, probe_now: bool, vllm_pids: Sequence[int]) -> GpuSnapshot | None:
@@ -799,11 +799,11 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
     sys.exit(EXIT_INCONCLUSIVE if any(p.vllm is None for p in snap.processes) else EXIT_HEALTHY)
 
 
-def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool, given: Given | None = None) -> Report:
+def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool, given: UserFigures | None = None) -> Report:
     """The report of log files alone (no metrics), as `vtriage FILE...` would give it (with what `given` adds)."""
     from .pipeline import Incident, build_report
     from .sources.files import open_log
-    return build_report(Incident(logs=tuple(open_log(path) for path in files), given=given,
+    return build_report(Incident(logs=tuple(open_log(path) for path in files), user_figures=given,
                                  redact=not no_redact), kit)
 
 
@@ -968,7 +968,7 @@ def explain_command(topic: str | None, fmt: str, rules_dir: str | None) -> None:
 
 def facts_markdown() -> str:
     """docs/facts.md, generated from the registry so the two cannot drift."""
-    from .facts import FACTS
+    from .facts.registry import FACTS
     lines = ["# Facts", "",
              "The closed vocabulary of the rules (`rules/*.toml`). Units are in the names; ratios are 0-1.",
              "An absent fact means the input did not give it: it is unknown, never zero.", "",

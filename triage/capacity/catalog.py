@@ -190,7 +190,7 @@ def known_gpu(name: str) -> KnownGpu | None:
 def estimate_facts(facts: Mapping[str, Any], spec: ModelSpec | None = None) -> dict[str, Any]:
     """When the weights never loaded (a log cut after the engine config, say): the model's parameters and the
     weights one GPU would hold, as facts the rules can weigh (an estimate, and said to be one)."""
-    from ..facts import FACTS
+    from ..facts.registry import FACTS
     from ..model import Fact
     from .model import Settings, weight_bytes
     if "weights_gib" in facts or "model" not in facts:

@@ -14,7 +14,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..facts import FACTS
+from ..facts.registry import FACTS
 from ..model import Diagnosis, Fact, Finding, RuledOut, SourceRef, SuppressedFinding, Suppression
 from ..vocabulary import THRESHOLDS, UNDECIDED, VALUE_WORDS, problems_first
 from .ruleset import Condition, Node, RuleSet
