@@ -3,17 +3,19 @@ one GPU would hold (catalog.estimate_facts), as facts the rules can weigh."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..facts.combine import IncidentFacts
 from ..model import Fact
-from .catalog import estimate_facts
-from .hfconfig import ModelSpec
+
+if TYPE_CHECKING:
+    from .hfconfig import ModelSpec
 
 
 def with_estimate(facts: Mapping[str, Fact], spec: ModelSpec | None) -> Mapping[str, Fact]:
     if "weights_gib" in facts or "model" not in facts:
         return facts
+    from .catalog import estimate_facts  # the model table and config reader: 10 ms, only when there is a model
     return {**estimate_facts(facts, spec), **facts}
 
 

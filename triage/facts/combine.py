@@ -9,18 +9,17 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..logs.parse import Attempt
 from ..logs.signatures import SignatureSet
-from ..metrics.units import Unit, split_units
 from ..model import Fact, InputSummary, LogEvent
 from ..read import Evidence
 from .gpu_snapshot import GpuEvidence, gpu_evidence
 from .log_events import extract_facts
-from .metric_samples import extract_metric_facts, merge_facts
 from .registry import FACTS
 from .user_figures import gpu_memory_facts
 
 if TYPE_CHECKING:
     from ..gpu.probe import GpuSnapshot
     from ..metrics.inputs import MetricsRead
+    from ..metrics.units import Unit
 
 _SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len", "auto_fit",
                              "model_name", "load_start"})
@@ -66,6 +65,7 @@ def facts_for(attempt: Attempt, signatures: SignatureSet, earlier: Sequence[LogE
     if vllm_lines is not None:
         facts["vllm_lines"] = Fact("vllm_lines", vllm_lines, FACTS["vllm_lines"].unit)
     if metric_facts:
+        from .metric_samples import merge_facts  # the metrics code: 20 ms of imports a log alone does without
         facts = merge_facts(facts, metric_facts)
     if gpu_facts:
         facts = {**gpu_facts, **facts}
@@ -92,6 +92,8 @@ def incident_facts(evidence: Evidence, metrics: MetricsRead | None, snapshot: Gp
         log_alone = Subject(last, facts_for(last, signatures, settings, vllm_lines, None, gpu.facts, gpu_total_gib,
                                             gpu_source), None, True)
         return IncidentFacts(tuple(earlier), tuple(settings), (log_alone,), False, gpu)
+    from ..metrics.units import split_units  # the metrics code: 20 ms of imports a log alone does without
+    from .metric_samples import extract_metric_facts
     subjects: list[Subject] = []
     units, unit_warnings = split_units(samples)
     warnings = list(unit_warnings)

@@ -4,11 +4,13 @@ do not give."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..gpu.probe import GpuProcess, GpuSnapshot
 from ..model import Fact, InputSummary, SourceRef
 from .registry import FACTS
+
+if TYPE_CHECKING:
+    from ..gpu.probe import GpuProcess, GpuSnapshot
 
 
 def _fact(name: str, value: Any, evidence: Sequence[SourceRef], note: str) -> Fact:

@@ -10,11 +10,13 @@ V0 has no engine, dcgm-exporter has neither) belongs to every unit of its instan
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from ..metrics.units import Unit
 from ..model import Diagnosis, InstanceView, SourceRef
 from ..vocabulary import KV_SATURATED, PROBLEM_SEVERITY, SEVERITIES, VERDICTS
+
+if TYPE_CHECKING:
+    from ..metrics.units import Unit
 
 CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
 KEY_FIGURES = ("kv_cache_usage_max", "saturated_share", "preemptions", "preemptions_since_start",

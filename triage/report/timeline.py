@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timezone
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from ..metrics.names import KV_USAGE, PREEMPTIONS, RUNNING, WAITING
-from ..metrics.parse import MetricSample
-from ..metrics.series import per_scrape
 from ..model import LogEvent, RankMemory, TimelinePoint
+
+if TYPE_CHECKING:
+    from ..metrics.parse import MetricSample
 
 
 def _clock(seconds: float | None) -> str | None:
@@ -24,6 +24,9 @@ def metric_timeline(samples: Sequence[MetricSample]) -> tuple[TimelinePoint, ...
     """Scrapes as chart points (only when there are several), like stats lines are for a log."""
     if not samples:
         return ()
+    from ..metrics.names import KV_USAGE, PREEMPTIONS, RUNNING, WAITING  # only with metrics (20 ms of imports)
+    from ..metrics.series import per_scrape
+
     def level(names: Sequence[str], combine: str = "sum") -> dict[int, tuple]:
         chosen = next(([s for s in samples if s.name == n] for n in names if any(s.name == n for s in samples)), [])
         return {lv.scrape: (lv.time, lv.value, lv.sample) for lv in per_scrape(chosen, combine)}
