@@ -311,8 +311,8 @@ def test_past_the_levels_held_neighbouring_snapshots_merge_keeping_peaks_and_cou
     only rise; the requests running are those of the fuller cache's scrape."""
     from triage.metrics import thinning
     from triage.metrics.inputs import read_files
-    from triage.report.timeline import _clock, metric_timeline
     from triage.redact import Redactor
+    from triage.report.timeline import _clock, metric_timeline
     paths = _saved(tmp_path, [_busy_server(i) for i in range(30)])
     whole = read_files(paths, None, None)
     monkeypatch.setattr(thinning, "LEVELS_HELD", 24)

@@ -276,13 +276,14 @@ def _read_metrics(ctx: click.Context, o: dict, redaction: Redactor) -> MetricsRe
     if not given:
         return None
     from .metrics.inputs import read_files, read_prometheus, read_urls
-    thin = None if o["since"] or o["until"] else redaction   # a time window cuts samples by their time: all kept
+    # The redaction whose lines thinning keeps whole; None: no thinning (a time window cuts samples by their time)
+    thinning_redactor = None if o["since"] or o["until"] else redaction
     if o["metrics_files"]:
-        return read_files(o["metrics_files"], o["interval"] if interval_given else None, thin)
+        return read_files(o["metrics_files"], o["interval"] if interval_given else None, thinning_redactor)
     web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"], o["max_bytes"])
     if o["metrics_urls"]:
         return read_urls(o["metrics_urls"], o["samples"], o["interval"],
-                         _http_options(*web, api_key=True), _countdown(), thin)
+                         _http_options(*web, api_key=True), _countdown(), thinning_redactor)
     if o["prometheus_url"]:
         return read_prometheus(o["prometheus_url"], o["selector"], o["job"], o["instance"], o["since"], o["until"],
                                o["at"], o["step"], _http_options(*web, api_key=False))
