@@ -538,14 +538,14 @@ def test_secrets_in_metric_labels_are_redacted(tmp_path):
 def test_secrets_among_thousands_of_clean_sample_lines_are_masked_and_counted_line_by_line():
     """Sample lines are tested for secrets a batch at a time: a secret in one line of a batch is masked and
     counted as line-by-line redaction does."""
-    from triage.read import masked_samples as _redacted
+    from triage.read import masked_samples
     from triage.redact import Redactor
     lines = [f'vllm:num_requests_running{{engine="{i}",model_name="m"}} {i}' for i in range(5000)]
     lines[2500] = 'vllm:cache_config_info{kv_transfer_config="hf_token=hf_abcdefghijklmnopqrstuvwxyz0123"} 1.0'
     lines[4100] = 'vllm:x{api_key="sk-abcdefghijklmnopqrstuvwxyz0123456789"} 1'
     samples = parse_exposition("\n".join(lines) + "\n", "m.prom")
     batched, by_line = Redactor(), Redactor()
-    masked = _redacted(samples, batched)
+    masked = masked_samples(samples, batched)
     for s, m in zip(samples, masked):
         text = by_line.text(s.source.text)
         labels = {k: by_line.text(v) for k, v in s.labels.items()}

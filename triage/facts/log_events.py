@@ -1,4 +1,4 @@
-"""From a startup attempt's log events to facts (triage/facts.py names them), each with the lines that
+"""From a startup attempt's log events to facts (facts/registry.py names them), each with the lines that
 support it. A figure the log does not give is absent, never zero."""
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Metric names changed across vLLM versions; every alias maps to one fact here, so rules never see a
 metric name. One snapshot gives levels and counters since the server started; several give deltas
 and, when their times are known, rates. The samples given are those of one engine of one server
-(see triage/report/fleet.py, which splits them).
+(see triage/metrics/units.py, which splits them).
 """
 from __future__ import annotations
 
