@@ -35,11 +35,12 @@ def labels_key(labels: Mapping[str, str], drop: Iterable[str] = ()) -> tuple[tup
 def by_series(samples: Iterable[MetricSample], drop: Iterable[str] = ()) -> dict[tuple, list[MetricSample]]:
     """Samples grouped by name and labels, each series in scrape order."""
     out: dict[tuple, list[MetricSample]] = {}
-    keys: dict[int, tuple] = {}      # each labels dict's key once: the snapshots of a series share one dict
+    keys: dict[tuple, tuple] = {}    # each set of labels sorted once: the snapshots of a series repeat it
     for s in samples:
-        key = keys.get(id(s.labels))
+        written = tuple(s.labels.items())
+        key = keys.get(written)
         if key is None:
-            key = keys[id(s.labels)] = labels_key(s.labels, drop)
+            key = keys[written] = labels_key(s.labels, drop)
         out.setdefault((s.name, key), []).append(s)
     for points in out.values():
         points.sort(key=lambda s: (s.scrape, s.time or 0.0))
