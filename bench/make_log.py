@@ -10,8 +10,13 @@ a startup, then nothing but stats lines (V1 `Engine 000: ...` every 10 s; V0 `Av
 throughput ...` every 5 s, the old prefix without brackets), the odd preemption, the same failure.
 debug: VLLM_LOGGING_LEVEL=DEBUG: the engine's and the API server's DEBUG chatter (path-style file
 tokens), a stats line every 10 s and the request lines between.
+nccl: NCCL_DEBUG=INFO: eight ranks' `host:pid:tid [rank] NCCL INFO ...` lines around vLLM's own, a stats
+line now and then.
+syslog: a node's syslog (kernel, systemd, kubelet, containerd) with the server's lines forwarded into it.
+mixed: a serving log with other programs' output interleaved (a training script's prints, torch's C++
+warnings, NCCL INFO lines, a shell's echo).
 
-usage: python bench/make_log.py OUT.log [--mb 1024] [--seed 1] [--kind serving|stats-v1|stats-v0|debug]
+usage: python bench/make_log.py OUT.log [--mb 1024] [--seed 1] [--kind KIND]   (KIND: one of KINDS below)
 """
 from __future__ import annotations
 
@@ -77,7 +82,59 @@ def stamp(t: int) -> str:
     return (_EPOCH + datetime.timedelta(seconds=t)).strftime("%m-%d %H:%M:%S")
 
 
-KINDS = ("serving", "stats-v1", "stats-v0", "debug")
+KINDS = ("serving", "stats-v1", "stats-v0", "debug", "nccl", "syslog", "mixed")
+
+NCCL_LINES = (
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Channel {c:02d}/32 : 0 1 2 3 4 5 6 7",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Channel {c:02d}/0 : {rank}[{rank}] -> {peer}[{peer}] via P2P/CUMEM/read",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Connected all rings",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Connected all trees",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO {c} coll channels, 0 collnet channels, 0 nvls channels, 32 p2p channels, "
+    "32 p2p channels per peer",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO comm 0x{comm:x} rank {rank} nranks 8 cudaDev {rank} nvmlDev {rank} busId "
+    "{bus:x}000 commId 0x{comm2:x} - Init COMPLETE",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO P2P Chunksize set to 524288",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Setting affinity for GPU {rank} to ffff,ffffffff,00000000",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Trees [0] {peer}/-1/-1->{rank}->{c} [1] {peer}/-1/-1->{rank}->{c}",
+)
+
+SYSLOG_LINES = (
+    "{when} {host} kernel: [{up}.{frac:06d}] eth0: renamed from veth{comm:x}",
+    "{when} {host} kernel: [{up}.{frac:06d}] IPv6: ADDRCONF(NETDEV_CHANGE): cali{comm:x}: link becomes ready",
+    "{when} {host} systemd[1]: Started Session {c} of User root.",
+    "{when} {host} systemd[1]: run-containerd-runc-k8s.io-{comm:x}-runc.{tid}.mount: Deactivated successfully.",
+    "{when} {host} kubelet[{pid}]: I1202 {clock}.{frac:06d} {pid} kubelet_getters.go:187] \"Pod status updated\" "
+    "pod=\"serving/vllm-{comm:x}\" status=Running",
+    "{when} {host} containerd[{tid}]: time=\"2025-12-02T{clock}.{frac:06d}Z\" level=info msg=\"ImageUpdate event "
+    "name:\\\"registry.k8s.io/pause:3.9\\\"\"",
+    "{when} {host} dockerd[{tid}]: time=\"2025-12-02T{clock}Z\" level=info msg=\"ignoring event\" module=libcontainerd",
+    "{when} {host} CRON[{pid}]: (root) CMD (/usr/local/bin/node-exporter-textfile.sh)",
+)
+
+OTHER_LINES = (
+    "step {c}: loss={loss:.4f} lr=3.0e-05 grad_norm={grad:.3f} tokens/s={tps}",
+    "[W1202 {clock}.{frac:06d} {pid} ProcessGroupNCCL.cpp:4115] Warning: NCCL_BLOCKING_WAIT is deprecated",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Channel {c:02d}/32 : 0 1 2 3 4 5 6 7",
+    "+ echo 'health check {c} ok'",
+    "Epoch {rank}: {c}/5000 samples processed in {loss:.2f} s",
+)
+
+
+def _filled(template: str, rnd: random.Random, t: int) -> str:
+    """A line of another program, its numbers drawn."""
+    clock = stamp(t)[6:]
+    return template.format(
+        host=f"gpu-node-{rnd.randint(1, 4)}", pid=rnd.randint(1000, 99999), tid=rnd.randint(1000, 99999),
+        rank=rnd.randint(0, 7), peer=rnd.randint(0, 7), c=rnd.randint(0, 31), comm=rnd.getrandbits(48),
+        comm2=rnd.getrandbits(64), bus=rnd.randint(16, 255), up=rnd.randint(100, 999999), frac=rnd.randint(0, 999999),
+        clock=clock, when=_syslog_time(t), loss=rnd.uniform(0.5, 3), grad=rnd.uniform(0.1, 9), tps=rnd.randint(1, 9999))
+
+
+def _syslog_time(t: int) -> str:
+    """syslog's `Mmm dd HH:MM:SS`, the day padded with a space."""
+    when = _EPOCH + datetime.timedelta(seconds=t)
+    return f"{when:%b} {when.day:2d} {when:%H:%M:%S}"
 
 STARTUP_V0 = """\
 INFO 08-06 09:00:01 api_server.py:212] vLLM API server version 0.6.3.post1
@@ -122,6 +179,8 @@ def _stats_line(rnd: random.Random, kind: str, ts: str) -> str:
 def write(path: str, size: int, seed: int, kind: str = "serving") -> int:
     if kind == "serving":
         return _write_serving(path, size, seed)
+    if kind == "mixed":
+        return _write_serving(path, size, seed, others=True)
     rnd = random.Random(seed)
     written = lines = 0
     t = 21 * 3600 + 2 * 60 + 45
@@ -139,6 +198,15 @@ def write(path: str, size: int, seed: int, kind: str = "serving") -> int:
                 lines += 20
                 if rnd.random() < 0.05:
                     chunk += _stats_line(rnd, "stats-v1", ts)
+                    lines += 1
+            elif kind in ("nccl", "syslog"):
+                t += rnd.choice((0, 0, 0, 1))
+                templates = NCCL_LINES if kind == "nccl" else SYSLOG_LINES
+                chunk = "".join(_filled(rnd.choice(templates), rnd, t) + "\n" for _ in range(20))
+                lines += 20
+                if rnd.random() < 0.05:
+                    stats = _stats_line(rnd, "stats-v1", stamp(t))
+                    chunk += f"{_syslog_time(t)} gpu-node-1 vllm[1]: {stats}" if kind == "syslog" else stats
                     lines += 1
             else:
                 t += 10 if kind == "stats-v1" else 5
@@ -160,7 +228,8 @@ def write(path: str, size: int, seed: int, kind: str = "serving") -> int:
     return lines + head.count("\n")
 
 
-def _write_serving(path: str, size: int, seed: int) -> int:
+def _write_serving(path: str, size: int, seed: int, others: bool = False) -> int:
+    """The serving log; with `others`, as many lines of other programs' output interleaved with it."""
     rnd = random.Random(seed)
     written = 0
     lines = 0
@@ -195,6 +264,9 @@ def _write_serving(path: str, size: int, seed: int) -> int:
                           f"cache usage: {kv:.1f}%, "
                           f"Prefix cache hit rate: {rnd.uniform(10, 60):.1f}%\n")
                 lines += 1
+            if others:
+                chunk += "".join(_filled(rnd.choice(OTHER_LINES), rnd, t) + "\n" for _ in range(3))
+                lines += 3
             if request % 50_000 == 0:
                 chunk += (f"(APIServer pid=1) WARNING {ts} [protocol.py:81] The following fields were present in the "
                           f"request but ignored: {{'reasoning_effort'}}\n")

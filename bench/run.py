@@ -6,6 +6,9 @@ Inputs (generated once into --work and reused; bench/make_log.py, bench/make_met
   stats-v1  128 MiB of V1 stats lines (`Engine 000: ...`), --disable-log-requests
   stats-v0  128 MiB of V0 stats lines (`Avg prompt throughput ...`, the old prefix)
   debug     128 MiB of VLLM_LOGGING_LEVEL=DEBUG output
+  nccl      128 MiB of NCCL_DEBUG=INFO output (`host:pid:tid [rank] NCCL INFO ...`) around vLLM's lines
+  syslog    128 MiB of a node's syslog (kernel, systemd, kubelet, containerd), the server's stats lines in it
+  mixed     128 MiB of a serving log with other programs' output interleaved, a line of theirs for each of vLLM's
   metrics   three 23k-line /metrics snapshots of one server (--metrics A --metrics B --metrics C)
   metrics-12  twelve such snapshots, the first three those above: memory per further snapshot
   scrape    the same three snapshots served on 127.0.0.1 and scraped live (--metrics-url, 3 samples)
@@ -48,7 +51,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
-from triage.logs import statsrun  # noqa: E402
 from triage.logs.signatures import load_signatures  # noqa: E402
 from triage.metrics.names import (  # noqa: E402
     CACHE_CONFIG,
@@ -61,12 +63,12 @@ from triage.metrics.names import (  # noqa: E402
     RUNNING,
     WAITING,
 )
-from triage.sources import scan  # noqa: E402
 
 import make_log  # noqa: E402
 import make_metrics  # noqa: E402
 
-INPUTS = ("serving", "stats-v1", "stats-v0", "debug", "metrics", "metrics-12", "scrape", "startup")
+LOG_SHAPES = ("stats-v1", "stats-v0", "debug", "nccl", "syslog", "mixed")    # the --small-mb logs
+INPUTS = ("serving", *LOG_SHAPES, "metrics", "metrics-12", "scrape", "startup")
 MANY_SNAPSHOTS = 12
 HELD_SNAPSHOTS = 48          # read in-process by metrics_parse.py: the memory held past the cap on levels
 
@@ -164,7 +166,7 @@ def _serve(files: list[Path]) -> tuple[http.server.ThreadingHTTPServer, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1024, help="size of the serving log in MiB")
-    parser.add_argument("--small-mb", type=int, default=128, help="size of the stats and DEBUG logs in MiB")
+    parser.add_argument("--small-mb", type=int, default=128, help="size of the other logs in MiB")
     parser.add_argument("--engines", type=int, default=140, help="engines in each snapshot (140: about 23k lines)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", default=",".join(INPUTS), help="comma-separated subset of " + ", ".join(INPUTS))
@@ -204,7 +206,7 @@ def main() -> None:
 
     cases: dict[str, dict[str, list[str]]] = {}
     about: dict[str, str] = {}
-    log_kinds = {"serving": args.mb, "stats-v1": args.small_mb, "stats-v0": args.small_mb, "debug": args.small_mb}
+    log_kinds = {"serving": args.mb, **{kind: args.small_mb for kind in LOG_SHAPES}}
     for kind, mib in log_kinds.items():
         if kind not in only:
             continue
@@ -275,12 +277,6 @@ def main() -> None:
     print(f"{platform.node() or 'this machine'}: {os.cpu_count()} CPUs, {platform.python_implementation()} "
           f"{platform.python_version()}; median of {args.repeat}; load average {load_before[0]:.1f} before, "
           f"{load_after[0]:.1f} after (wall times are noisy on a shared machine; CPU is the steadier figure)")
-    compiled = scan._bulkscan is not None
-    print("the bulk split: " + ("compiled (triage/sources/_bulkscan.c)" if compiled else
-                                "in Python (triage/sources/_bulkscan.c was not built here)"))
-    compiled_runs = statsrun._statsfold is not None
-    print("a stats run's figures: " + ("compiled (triage/logs/_statsfold.c)" if compiled_runs else
-                                       "in Python (triage/logs/_statsfold.c was not built here)"))
     figures: dict[str, dict] = {}
     for kind, commands in runs.items():
         print(f"\n{kind}: {about.get(kind, '')}")
@@ -301,7 +297,7 @@ def main() -> None:
                 ratios = f"{row['wall_x_grep']:>13.2f}{row['cpu_x_grep']:>12.2f}"
             figures[kind][name] = row
             print(f"  {name:<22}{wall:>9.2f}{cpu:>9.2f}{rss:>8.1f} Mi{ratios}")
-        if kind in ("stats-v1", "stats-v0", "debug") and "vtriage" in commands:
+        if kind in ("serving", *LOG_SHAPES) and "vtriage" in commands:
             count = int(about[kind].split(", ")[1].split()[0].replace(",", ""))
             per_line = statistics.median(r[1] for r in commands["vtriage"]) / count * 1e6
             figures[kind]["vtriage_cpu_us_per_line"] = round(per_line, 2)
@@ -318,8 +314,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({"cpus": os.cpu_count(), "python": platform.python_version(),
                                                "repeat": args.repeat, "load_before": load_before,
-                                               "load_after": load_after, "compiled_split": compiled,
-                                               "compiled_figures": compiled_runs, "runs": figures}, indent=2) + "\n")
+                                               "load_after": load_after, "runs": figures}, indent=2) + "\n")
     shutil.rmtree(scratch)
 
 

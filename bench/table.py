@@ -37,13 +37,6 @@ def table(data: dict) -> str:
                      f"afterwards (tracemalloc): **{parse['mib_per_snapshot']:.2f} MiB** a further snapshot from 3 to "
                      f"12, **{parse['mib_per_snapshot_past_cap']:.2f} MiB** from 24 to 48 (past the cap on levels "
                      "held, metrics/thinning.py).")
-    if "compiled_split" in data:
-        notes.append("The bulk split ran " + ("compiled (`triage/sources/_bulkscan.c`)." if data["compiled_split"]
-                                              else "in Python: `triage/sources/_bulkscan.c` was not built."))
-    if "compiled_figures" in data:
-        notes.append("A stats run's figures were taken " + (
-            "in C (`triage/logs/_statsfold.c`)." if data["compiled_figures"]
-            else "in Python: `triage/logs/_statsfold.c` was not built."))
     per_line = "\n".join(n for n in notes if "per line" in n)
     others = [n for n in notes if "per line" not in n]
     return "\n\n".join(["\n".join(rows), per_line, *others]) + "\n"

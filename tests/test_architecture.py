@@ -53,8 +53,8 @@ def test_no_stage_imports_a_later_one():
     assert not upward, upward
 
 
-def test_the_fix_table_has_a_solver_for_every_fix_a_rule_may_name():
-    """FIXES has a solver for every name the rules may use (vocabulary.FIX_NAMES) and no other."""
+def test_every_fix_the_rules_may_name_has_a_solver():
+    """The capacity model has a solver for every fix name the rules may use (vocabulary.FIX_NAMES) and no other."""
     from triage.capacity.fixes import FIXES
     from triage.vocabulary import FIX_NAMES
     assert set(FIXES) == FIX_NAMES

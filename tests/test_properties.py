@@ -19,12 +19,11 @@ from triage.metrics.parse import MAX_SERIES, SeriesCache, parse_exposition, pars
 from triage.pipeline import Incident, build_report
 from triage.redact import Redactor
 from triage.render.json import report_dict
-from triage.sources import scan
+from triage.sources import files, scan
 from triage.sources.files import LineReader, numbered_lines, open_log
 from triage.vocabulary import VERDICTS
 
 from conftest import RULES_DIR
-from services import require
 from test_docs import SCHEMA
 
 KIT = load_toolkit(str(RULES_DIR))
@@ -79,6 +78,15 @@ def _file(data: bytes) -> Path:
     return Path(handle.name)
 
 
+def _lines_in(data: bytes) -> int:
+    """Lines as the reader numbers them: NUL bytes are skipped; lines end at \\n, or at a lone \\r in a text
+    whose only \\n (if any) is its last byte; the last line may lack its end."""
+    text = data.replace(b"\0", b"")
+    if b"\r" in text and b"\n" not in text[:-1]:
+        text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return text.count(b"\n") + (0 if text.endswith(b"\n") or not text else 1)
+
+
 @FAST
 @given(log_text)
 @example("(VllmWorkerProcess pid=771) ERROR 02-20 16:12:40 multiproc_worker_utils.py:233] Exception in worker "
@@ -94,7 +102,9 @@ def test_whole_pipeline_gives_a_valid_report(text):
         assert report.diagnosis.verdict in VERDICTS
         jsonschema.validate(json.loads(json.dumps(report_dict(report), default=str)), SCHEMA)
         (log,) = report.inputs
-        assert log.lines_read == text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        data = text.encode("utf-8", "surrogatepass")
+        if not files._utf16_without_bom(data):         # UTF-16's lines are counted in the decoded text
+            assert log.lines_read == _lines_in(data)
     finally:
         path.unlink()
 
@@ -112,7 +122,8 @@ def test_any_bytes_are_read_or_refused_cleanly(data):
             return
         lines_read = reader.result().lines_read
         assert all(1 <= n <= lines_read for n, _ in lines)
-        assert lines_read == data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+        if not files._utf16_without_bom(data):         # UTF-16's lines are counted in the decoded text
+            assert lines_read == _lines_in(data)
     finally:
         path.unlink()
 
@@ -262,7 +273,7 @@ def anchor_soup(draw) -> str:
 
 def _match_agrees_with_a_plain_scan(message: str) -> None:
     slow = sorted(((sig.id, got[0], got[1]) for anchor, sigs in KIT.signatures._by_anchor.items() if anchor in message
-                   for sig in sigs if (got := sig.extract(message)) is not None), key=str)
+                   for sig in sigs if (got := KIT.signatures.extract(sig, message)) is not None), key=str)
     if len(slow) > 1:               # match() keeps the specific hits when there are several
         slow = [h for h in slow if not KIT.signatures.by_id[h[0]].catch_all] or slow
     fast = sorted(((sig.id, fields, span) for sig, fields, span in KIT.signatures.match(message)), key=str)
@@ -330,34 +341,17 @@ def near_bulk_line(draw) -> str:
     return "y" * max(0, pad) + piece + draw(st.text(max_size=10))
 
 
-def _need_compiled_split() -> None:
-    """Skip where the bulk split was not compiled; fail in CI, which compiles it."""
-    require("the compiled bulk split (triage.sources._bulkscan)", scan._bulkscan is not None,
-            "pip install -e . where a C compiler and the Python headers are")
-
-
-def _split_implementation(compiled: bool, monkeypatch) -> None:
-    """Make split_block use the compiled split, or the one in Python."""
-    if compiled:
-        _need_compiled_split()
-    else:
-        monkeypatch.setattr(scan, "_bulkscan", None)
-
-
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 @FAST
 @given(st.lists(st.one_of(st.sampled_from(SAMPLES), st.text(max_size=300), near_bulk_line(),
                           st.sampled_from(["", "x" * 300 + "Received request r1: prompt: 'a'"])), max_size=30),
        st.booleans())
-def test_block_split_is_a_per_line_search_of_each_head(compiled, lines, last_newline):
+def test_block_split_is_a_per_line_search_of_each_head(lines, last_newline):
     from triage.sources.scan import HEAD_WINDOW, split_block
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        _split_implementation(compiled, monkeypatch)
-        patterns = KIT.signatures.bulk_patterns
-        raw = [line.encode("utf-8", "replace").replace(b"\n", b" ") for line in lines]
-        block = b"\n".join(raw) + (b"\n" if raw and last_newline else b"")
-        raw = block.split(b"\n")[:-1] if block.endswith(b"\n") or not block else block.split(b"\n")
-        numbers, kept, count, tally = split_block(block, patterns, 10)
+    patterns = KIT.signatures.bulk_patterns
+    raw = [line.encode("utf-8", "replace").replace(b"\n", b" ") for line in lines]
+    block = b"\n".join(raw) + (b"\n" if raw and last_newline else b"")
+    raw = block.split(b"\n")[:-1] if block.endswith(b"\n") or not block else block.split(b"\n")
+    numbers, kept, count, tally = split_block(block, patterns, 10)
     expect_kept, expect_tally = [], [0] * len(patterns)
     for i, line in enumerate(raw):
         claimed = next((k for k, group in enumerate(KIT.signatures.bulk_anchors)
@@ -369,99 +363,13 @@ def test_block_split_is_a_per_line_search_of_each_head(compiled, lines, last_new
     assert (list(zip(numbers, kept)), count, tally) == (expect_kept, len(raw), expect_tally)
 
 
-BYTES_NEAR_ANCHORS = st.binary(min_size=1, max_size=6).map(lambda b: bytes(b"ab \x00\xff"[x % 5] for x in b))
-
-
 @FAST
-@given(st.lists(st.lists(BYTES_NEAR_ANCHORS, min_size=1, max_size=4), max_size=3),
-       st.lists(st.tuples(st.integers(0, 250), st.lists(BYTES_NEAR_ANCHORS, max_size=3)), max_size=20),
-       st.booleans())
-@example([[b"a b", b"aa b"]], [(236, [b"aa b"]), (0, []), (237, [b"a b"])], False)
-def test_compiled_bulk_split_gives_what_the_python_one_gives(groups, lines, last_newline):
-    """Any anchors (shared pieces or none, one anchor inside another), lines around the head window's edge,
-    empty lines, a block with or without its last newline: the same lines kept, counts and empty-line flags."""
-    _need_compiled_split()
-    patterns = [scan.bulk_pattern(group) for group in groups]
-    raw = [b"y" * pad + b"".join(pieces) for pad, pieces in lines]
-    block = b"\n".join(raw) + (b"\n" if raw and last_newline else b"")
-    compiled = scan._bulkscan.split_bulk(block, tuple(p.terms for p in patterns), scan.HEAD_WINDOW)
-    assert compiled == scan._split_bulk(block, patterns, True)
-
-
-ODD_LINES = st.one_of(st.binary(max_size=30).map(lambda b: b.replace(b"\n", b" ")),
-                     st.sampled_from([b"ab\r", b"a\rb", b"a\x00b", "d\u00e9j\u00e0".encode(), b"\xff\xfe", b"x" * 41,
-                                      b"Received request r1: prompt: 'a'", b"plain ASCII",
-                                      "Received request r2: prompt: 'd\u00e9j\u00e0'".encode(),    # set aside
-                                      "0123456\u00e9".encode(), "abcdefghijklmnop\u20ac".encode(),
-                                      b"0123456\xffabcdefgh"]))
-
-
-@FAST
-@given(st.lists(ODD_LINES, max_size=12), st.booleans(), st.integers(1, 40))
-@example([b"plain", b"ab\r"], True, 40)
-@example([b"plain", "Received request r2: prompt: 'd\u00e9j\u00e0'".encode()], True, 40)  # text: the odd line is bulk
-@example([b"0123456\xffabcdefgh"], False, 40)      # the odd byte is the last of an eight
-def test_compiled_split_decodes_a_block_only_where_the_reader_would_decode_it_alike(lines, last_newline, limit):
-    """With a text limit the compiled split hands on text only when every kept line is ASCII, has no NUL, does
-    not end in a carriage return and is within the limit (files._decoded then decodes each line alone, as
-    ASCII); otherwise the same bytes as without it. Everything else it returns is the same either way."""
-    _need_compiled_split()
-    block = b"\n".join(lines) + (b"\n" if lines and last_newline else b"")
-    terms = tuple(p.terms for p in KIT.signatures.bulk_patterns)
-    as_bytes = scan._bulkscan.split_bulk(block, terms, scan.HEAD_WINDOW)
-    as_text = scan._bulkscan.split_bulk(block, terms, scan.HEAD_WINDOW, limit)
-    kept = as_bytes[1]
-    plain = all(len(line) <= limit and line.isascii() and b"\0" not in line and not line.endswith(b"\r")
-                for line in kept)
-    assert as_text[1] == ([line.decode() for line in kept] if plain else kept)
-    assert (as_text[0], *as_text[2:]) == (as_bytes[0], *as_bytes[2:])
-
-
-@FAST
-@given(st.lists(ODD_LINES, max_size=40), st.booleans())
-def test_the_reader_gives_the_same_lines_with_the_split_compiled_or_in_python(lines, last_newline):
-    """Every line the reader hands the parser, numbered and decoded, or the same refusal, whichever split ran."""
-    _need_compiled_split()
-    path = _file(b"\n".join(lines) + (b"\n" if lines and last_newline else b""))
-
-    def read() -> tuple[list, int] | str:
-        reader = LineReader(open_log(str(path)), KIT.signatures.bulk_patterns)
-        try:
-            return list(reader), reader.result().lines_read
-        except InputError as err:
-            return str(err)
-    try:
-        compiled = read()
-        with pytest.MonkeyPatch.context() as monkeypatch:
-            monkeypatch.setattr(scan, "_bulkscan", None)
-            assert read() == compiled
-    finally:
-        path.unlink()
-
-
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-@FAST
-@given(st.lists(st.text(alphabet=st.sampled_from("09a.%\n\u0663\u00e9"), max_size=12), max_size=8), st.booleans())
-def test_a_lines_digit_form_reads_each_ascii_digit_as_zero(compiled, lines, as_bytes):
-    """Bytes, or text that is all ASCII (newlines in it too): each ASCII digit read as 0, nothing else touched; text
-    that is not ASCII has no digit form (an Arabic-Indic digit is no ASCII digit)."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        _split_implementation(compiled, monkeypatch)
-        given_lines = [line.encode() for line in lines] if as_bytes else lines
-        forms = scan.digit_forms(given_lines)
+@given(st.lists(st.text(alphabet=st.sampled_from("09a.%\n\u0663\u00e9"), max_size=12), max_size=8))
+def test_a_lines_digit_form_reads_each_ascii_digit_as_zero(lines):
+    """Text that is all ASCII (newlines in it too): each ASCII digit read as 0, nothing else touched; text that is not
+    ASCII has no digit form (an Arabic-Indic digit is no ASCII digit)."""
     zeroed = [bytes(48 if 48 <= b <= 57 else b for b in line.encode()) for line in lines]
-    assert forms == (zeroed if as_bytes or all(line.isascii() for line in lines) else None)
-    if compiled and forms:      # one object a form: a dict finds it by identity, its hash computed once
-        assert len({id(form) for form in forms}) == len(set(forms))
-
-
-def test_compiled_bulk_split_refuses_malformed_patterns_with_an_error():
-    _need_compiled_split()
-    for patterns in [((b"",),), ((b"x", b""),), ((b"x", "text"),), ("not a tuple",)]:
-        with pytest.raises(TypeError):
-            scan._bulkscan.split_bulk(b"x\n", patterns, 240)
-    with pytest.raises(ValueError):
-        scan._bulkscan.split_bulk(b"x\n", (), -1)
+    assert scan.digit_forms(lines) == (zeroed if all(line.isascii() for line in lines) else None)
 
 
 # Numbers as vLLM prints them, and ones it never does (several dots, other scripts' digits, huge).
@@ -543,7 +451,7 @@ def test_plain_records_are_what_the_full_envelope_gives(line):
     fast = envelope.plain_record(9, line)
     if fast is None:
         return
-    slow = list(envelope._records_unwrapped([(9, line)]))
+    slow = list(envelope._records_unwrapped([((9, line), False, False, False)]))
     assert slow == [fast]
 
 
@@ -629,15 +537,11 @@ def _read_with(path: Path, quiet) -> tuple[list, tuple, int]:
                     "(APIServer pid=1) WARNING 11-29 21:02:46 [x.py:1] an odd warning"]))  # a split line, bulk between
 @example("\n".join([QUIET_LIKE[0], QUIET_LIKE[1] + " and then the allocator said Cuda failure out of me",
                     "mory at step 3", QUIET_LIKE[0]]))      # a terminal's wrap: the anchor spans the break
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-def test_quiet_lines_set_aside_give_what_parsing_them_gives(compiled, text):
+def test_quiet_lines_set_aside_give_what_parsing_them_gives(text):
     """The reader may set DEBUG and INFO lines aside unparsed only where parsing them finds nothing: the same
-    events, coverage and unrecognised groups, with the bulk split compiled or in Python (each hands the quiet
-    test the empty lines it reads for neighbours). (Inside a traceback the two differ by design: a set-aside
-    line does not end it, as a bulk line does not; such logs are left out.)"""
+    events, coverage and unrecognised groups. (Inside a traceback the two differ by design: a set-aside line does
+    not end it, as a bulk line does not; such logs are left out.)"""
     path = _file(text.encode())
-    monkeypatch = pytest.MonkeyPatch()
-    _split_implementation(compiled, monkeypatch)
     try:
         try:
             slow_events, slow_summary, none_aside = _read_with(path, None)
@@ -649,7 +553,6 @@ def test_quiet_lines_set_aside_give_what_parsing_them_gives(compiled, text):
         assert fast_events == slow_events
         assert fast_summary == slow_summary
     finally:
-        monkeypatch.undo()
         path.unlink()
 
 
@@ -667,11 +570,9 @@ def _with_digit_variants(lines: list[str], rnd) -> list[bytes]:
     return raw
 
 
-def _compiled_split(lines: list[bytes]) -> tuple[list[int], list[bytes], bytes]:
-    """The compiled bulk split of a block of `lines`: the places and bytes of the lines left, which are not empty."""
-    indexes, rest, _, _, non_empty = scan._bulkscan.split_bulk(
-        b"\n".join(lines) + b"\n", tuple(p.terms for p in KIT.signatures.bulk_patterns), scan.HEAD_WINDOW, 0)
-    return indexes, rest, non_empty
+def _split(lines: list[bytes]) -> scan.SplitBlock:
+    """A block of `lines` split as the reader splits it, quiet lines set aside."""
+    return scan.split_block(b"\n".join(lines) + b"\n", KIT.signatures.bulk_patterns, 1, KIT.signatures.quiet)
 
 
 @settings(max_examples=300, deadline=None)
@@ -697,35 +598,17 @@ def test_quiet_verdicts_by_digit_form_are_each_lines_own(lines, rnd):
     assert quiet._verdicts(raw) == list(map(alone, raw))
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(quiet_or_not(), QUIET_WITH_A_STOP, QUIET_WITH_A_BRACKET,
-                          st.sampled_from(QUIET_LIKE).map(lambda line: line + " x" * 2100)), max_size=40),
-       st.randoms(use_true_random=False))
-def test_the_compiled_quiet_mask_gives_what_the_python_one_gives(lines, rnd):
-    """`_bulkscan.quiet_mask` (the quiet lines of a block, in C) answers as `_mask_in_python` does, line for line:
-    on blocks of quiet lines and near misses, lines that differ only in their digits, empty and bulk lines around
-    them, a stop holding digits (every line then asked alone), lines past QUIET_MAX_BYTES and a `]` anywhere."""
-    from triage.sources import scan
-    quiet = KIT.signatures.quiet
-    if scan._bulkscan is None or quiet is None:
-        pytest.skip("the compiled split or the Aho-Corasick wheel is not here")
-    indexes, rest, non_empty = _compiled_split(_with_digit_variants(lines, rnd))
-    assert quiet.mask(non_empty, indexes, rest) == bytes(quiet._mask_in_python(non_empty, indexes, rest))
-
-
-def test_a_stop_holding_digits_has_the_compiled_mask_ask_each_line_alone():
+def test_a_stop_holding_digits_has_the_quiet_lines_asked_each_alone():
     """Two lines that differ only in their digits share a digit form, but only one holds the stop `CUDA graphs can
-    take additional 1~3 GiB memory per GPU`: the compiled mask then asks every line alone, and the other is quiet."""
-    from triage.sources import scan
+    take additional 1~3 GiB memory per GPU`: every line is then asked alone, and the other is quiet."""
     quiet = KIT.signatures.quiet
-    if scan._bulkscan is None or quiet is None:
-        pytest.skip("the compiled split or the Aho-Corasick wheel is not here")
+    if quiet is None:
+        pytest.skip("the Aho-Corasick wheel is not here")
     line = QUIET_LIKE[0].encode()
     lines = [line, line + b" CUDA graphs can take additional 1~3 GiB memory per GPU", line,
              line + b" CUDA graphs can take additional 2~4 GiB memory per GPU", line]
-    indexes, rest, non_empty = _compiled_split(lines)
-    assert quiet.mask(non_empty, indexes, rest) == b"\0\0\1\1\0"      # the block's first and last lines: no neighbour
-    assert quiet.mask(non_empty, indexes, rest) == bytes(quiet._mask_in_python(non_empty, indexes, rest))
+    split = _split(lines)       # the block's first and last lines have no neighbour: parsed
+    assert (split.numbers, split.tally[-1]) == ([1, 2, 5], 2)
 
 
 def test_the_stops_are_searched_in_each_message_alone_though_joined():
@@ -740,12 +623,9 @@ def test_the_stops_are_searched_in_each_message_alone_though_joined():
     assert scan._holding_any([], (b"c",)) == []
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-def test_the_usual_debug_lines_are_set_aside_and_the_rest_parsed(compiled, tmp_path, monkeypatch):
+def test_the_usual_debug_lines_are_set_aside_and_the_rest_parsed(tmp_path):
     """On a DEBUG log the quiet lines are what the reader sets aside; a stats line, a WARNING, the lines next
-    to a wrapped tail, a WARNING or an empty line and the block's first and last lines are parsed, with the
-    bulk split compiled or in Python."""
-    _split_implementation(compiled, monkeypatch)
+    to a wrapped tail, a WARNING or an empty line and the block's first and last lines are parsed."""
     stats = ("(APIServer pid=1) INFO 11-29 21:33:25 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
              "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 4.0%, "
              "Prefix cache hit rate: 0.0%")
@@ -832,7 +712,6 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
     return events, parse.result()
 
 
-@pytest.mark.parametrize("figures", ["compiled", "python"])
 @pytest.mark.parametrize("cap", [2, 10_000], ids=["runs", "alone"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stats_log(), st.sampled_from([1, 2, 3, 5, 4096]))
@@ -861,20 +740,16 @@ def _parsed(lines, fold: bool) -> tuple[list, object]:
 @example([(n, _STATS_LINE.replace("1.0 tokens/s", ("1" * 400 if n == 6 else "1") + ".0 tokens/s")
                .replace("usage: 4.0%", "usage: 99.0%" if n == 6 else "usage: 4.0%")) for n in range(1, 13)],
          3)                                 # the fullest line too long to fold: evidence is cut at 600 characters
-def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(figures, cap, lines, batch):
+def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(cap, lines, batch):
     """Folding a run of stats lines gives the event merge_stats makes of the lines parsed one by one, and every
     other event, the coverage and the unrecognised lines as parsing them all does, however the lines are
-    batched, and whether a run's figures are taken in C (_statsfold.c) or in Python; a stats line read alone
-    (before the cap) gives the parser's own event."""
+    batched; a stats line read alone (before the cap) gives the parser's own event."""
     from functools import reduce
     from unittest import mock
 
     from triage.logs import parse as logparse
     from triage.logs import statsrun
-    if figures == "compiled":
-        _need_compiled_figures()
-    with mock.patch.object(logparse, "STATS_CAP", cap), mock.patch.object(statsrun, "BATCH_LINES", batch), \
-            mock.patch.object(statsrun, "_statsfold", statsrun._statsfold if figures == "compiled" else None):
+    with mock.patch.object(logparse, "STATS_CAP", cap), mock.patch.object(statsrun, "BATCH_LINES", batch):
         slow, slow_result = _parsed(lines, False)      # fold from the third stats line on, not the 4,001st
         fast, fast_result = _parsed(lines, True)
     at = 0
@@ -886,125 +761,6 @@ def test_folded_stats_runs_are_what_merging_the_parsed_lines_gives(figures, cap,
     assert at == len(slow)
     assert [e.seq for e in fast] == list(range(len(fast)))
     assert fast_result == slow_result
-
-
-def _need_compiled_figures() -> None:
-    """Skip where a run's figures were not compiled; fail in CI, which compiles them."""
-    from triage.logs import statsrun
-    require("the compiled figures of a stats run (triage.logs._statsfold)", statsrun._statsfold is not None,
-            "pip install -e . where a C compiler and the Python headers are")
-
-
-FIGURE_TEXTS = {                # what the shapes' groups hold, by the field's kind, as vLLM prints it and not
-    "i": st.one_of(st.integers(0, 400).map(str), st.integers(0, 10**15 - 1).map(str),
-                   st.sampled_from(["", "00", "007"])),
-    "p": st.one_of(st.builds(lambda whole, places: f"{whole / 10 ** places:.{places}f}%", st.integers(0, 10**4),
-                             st.integers(0, 2)),
-                   st.sampled_from(["", "0.3%", "0.1%", "95.0%", "99.9%", "100.0%", "%", ".%", "1.2.3%", "5.%",
-                                    ".5%", "100%%", "9.99999"])),
-}
-ODD_FIGURE_TEXTS = st.one_of(st.text(alphabet="0123456789.%", max_size=17), NUMBERS)
-FIGURE_KINDS = "iiipp"          # both shapes' summed fields: V0's running, swapped, waiting, KV and CPU KV usage;
-                                # V1 reads the first four as its running, waiting, preemptions and KV usage
-
-
-@st.composite
-def figure_rows(draw) -> list[list[str]]:
-    """The summed fields' texts of a run's lines, a text of each field's kind; in one run out of five a text
-    `_statsfold.figures` leaves to Python may occur."""
-    odd = draw(st.integers(0, 4)) == 0
-    texts = [st.one_of(FIGURE_TEXTS[kind], ODD_FIGURE_TEXTS) if odd else FIGURE_TEXTS[kind] for kind in FIGURE_KINDS]
-    return draw(st.lists(st.tuples(*texts).map(list), min_size=2, max_size=40))
-
-
-@FAST
-@given(st.sampled_from(["stats_v1", "stats_v0"]), figure_rows())
-@example("stats_v0", [["3", "0", "0", "95.0%", "0.0%"], ["3", "0", "1", "95.0%", "0.3%"]])
-@example("stats_v1", [["1", "1", "", "90.0%", ""]] * 2 + [["2", "0", "4", "", ""]])
-def test_a_runs_figures_are_the_same_compiled_and_in_python(shape_id, rows):
-    """`_statsfold.figures` reads each field as the signature's converter does (the double float() gives, ints
-    exactly, None where it does not convert) and reduces them as `_figures_in_python` does, peaks, sums, the
-    fullest line and the saturated ones alike; where it cannot be sure (a text too long, a character the shapes do
-    not hold, not ASCII) it answers None and the run is read in Python."""
-    from triage.logs import statsrun
-    _need_compiled_figures()
-    shape = next(s for s in KIT.signatures.stats_lines if s.signature.id == shape_id)
-    assert FIGURE_KINDS.startswith(shape.summed_kinds.decode())
-    fields = [name for name, _, _ in shape.summed_plan]
-    texts, templates = [], []
-    for row in rows:
-        values = dict(zip(fields, row))
-        text, cuts = "", []
-        for name in fields:       # each field's text in a line of its own making: figures reads only the cuts
-            text += f"{name}: "
-            cuts += [len(text), len(text) + len(values[name])] if values[name] else [-1, -1]
-            text += values[name] + ", "
-        texts.append(text)
-        templates.append(_FigureCuts(cuts, tuple(values[name] for name in fields)))
-    place = shape.summed_place
-    compiled = statsrun._statsfold.figures(texts, [t.cuts for t in templates], shape.summed_kinds,
-                                           place.get("kv_usage", -1), place.get("waiting", -1),
-                                           place.get("swapped", -1), statsrun.KV_SATURATED)
-    readable = all(_read_in_c(t, chr(kind)) for row in rows for t, kind in zip(row, shape.summed_kinds))
-    assert (compiled is not None) == readable
-    if compiled is not None:
-        in_python = statsrun._figures_in_python(shape, texts, templates)
-        assert repr(compiled) == repr(in_python)
-
-
-def _read_in_c(text: str, kind: str) -> bool:
-    """Whether `_statsfold.figures` reads a field's text itself: empty, or short enough for the short converters
-    and made of what the shapes' groups hold (digits; a dot but for ints; percents: then trailing % signs)."""
-    if kind == "p":
-        return len(text) <= 7 and set(text.rstrip("%")) <= set("0123456789.")
-    return len(text) <= 15 and set(text) <= set("0123456789" if kind == "i" else "0123456789.")
-
-
-@FAST
-@given(st.lists(st.tuples(st.text(alphabet="ab\u00e9\u4e00 ", max_size=3), st.text(alphabet="12", max_size=1),
-                          st.text(alphabet="ab\u00e9.", max_size=2), st.booleans()), min_size=1, max_size=6))
-@example([("APIServer", "1", "loggers.py", True), ("APIServer", "1", "loggers.py", False)])
-@example([("a", "1", "x.py", True), ("a", "11", "x.py", True)])
-@example([("a", "1", "x.py", True), ("b", "1", "x.py", False)])     # as long, another name
-@example([("a", "1", "x.py", True), ("a", "2", "x.py", True)])
-@example([("a", "1", "x.py", False), ("a", "1", "y.py", True)])
-@example([("\u00e9", "1", "x.py", True), ("\u00e9", "1", "x.py", True), ("\u4e00", "1", "x.py", True)])
-def test_lines_alike_in_c_are_the_lines_whose_rows_are_equal(lines):
-    """`_statsfold.alike` says the lines share their name, pid and file exactly where their rows (cut in Python)
-    are equal, whatever the widths of their characters and wherever the slices lie (False is allowed only for
-    texts of different character widths, where it does not compare)."""
-    import array
-
-    from triage.logs import statsrun
-    _need_compiled_figures()
-    texts, cuts, rows = [], [], []
-    for name, pid, file, padded in lines:
-        text, spans = ("~" if padded else "") + "(", []
-        for part, after in ((name, " pid="), (pid, ") INFO ["), (file, ":1] ")):
-            spans += [len(text), len(text) + len(part)] if part else [-1, -1]
-            text += part + after
-        texts.append(text)
-        cuts.append(array.array("i", spans).tobytes())
-        rows.append((name, pid, file))
-    same = all(row == rows[0] for row in rows)
-    widths = {1 if top <= 0xff else 2 if top <= 0xffff else 4 for top in (max(map(ord, text)) for text in texts)}
-    assert statsrun._statsfold.alike(texts, cuts) == same or (same and len(widths) > 1)
-
-
-@dataclasses.dataclass(frozen=True)
-class _FigureCuts:
-    """What `_figures` reads of a template: the summed fields' places (cuts) and texts (summed)."""
-
-    spans: list[int]
-    texts: tuple[str, ...]
-
-    @property
-    def cuts(self) -> bytes:
-        import array
-        return array.array("i", self.spans).tobytes()
-
-    def summed(self, _text: str) -> tuple[str, ...]:
-        return self.texts
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -1202,12 +958,11 @@ def test_a_block_decoded_at_once_reads_as_each_line_decoded(raws, base):
     NULs, carriage returns and lines cut for length included (those send the block line by line)."""
     from unittest import mock
 
-    from triage.sources import files
     rest = [(i + 1, raw) for i, raw in enumerate(raws)]
     fast, slow = files._Reading("t", None, None, None, None, []), files._Reading("t", None, None, None, None, [])
     with mock.patch.object(files, "MAX_LINE_BYTES", 10):
         numbers, texts = files._decoded(list(range(1, len(raws) + 1)), raws, base, fast)
-        assert list(zip(numbers, texts)) == [(base + n, files._decode(raw, slow)) for n, raw in rest]
+        assert list(zip(numbers, texts)) == [(base + n, files._decode(raw, base + n, slow)) for n, raw in rest]
     assert fast.cut_lines == slow.cut_lines
 
 
@@ -1350,3 +1105,84 @@ def test_merged_snapshots_keep_the_peaks_and_counts_and_raise_only_the_levels(te
         if "running_max" in facts[1]:           # the requests running are those of the fuller cache's scrape
             assert facts[0]["running_max"].value <= facts[1]["running_max"].value
     jsonschema.validate(report_dict(build_report(Incident(metrics=merged, redact_prompts=prompts), KIT)), SCHEMA)
+
+
+# Lines of other programs and the pieces that make the envelope or a signature read a line: the batch search for
+# them (logs/envelope.py ENVELOPE_MARKS) decides which lines are read the full way.
+ANCHORS = sorted({sig.anchor for sig in KIT.signatures.signatures})
+OTHER_PROGRAMS = ["gpu-node-2:68984:74578 [3] NCCL INFO Channel 00/32 : 0 1 2 3",
+                  "gpu-node-1:27151:71728 [3] NCCL INFO threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
+                  "node-1:1234:1234 [0] NCCL INFO 8 coll channels, 0 collnet channels",
+                  "Dec  2 10:43:50 gpu-node-3 kernel: [12345.678901] eth0: renamed from veth1f2e",
+                  "Dec  2 10:43:50 gpu-node-3 systemd[1]: Started Session 12 of User root.",
+                  "Dec 12 10:43:50 host vllm[1]: ", "Dec 12 10:43:50 host app: {\"log\": \"x\"}",
+                  "Dec 12 10:43:50 host app: 2025-07-07T15:19:48Z x", "Dec 12 10:43:50 host app: web | x",
+                  "Dec 12 10:43:50 host app: Dec 12 10:43:51 inner app: x",
+                  "step 14: loss=1.5404 lr=3.0e-05", "web-1  | text", "  | text", "INFO | stdout | text",
+                  "[INFO ] PyProcess - W-1-model-stdout: text", "3 10:00:45 [core.py:718] cut", "[rank1]: text",
+                  "- vllm.engine - INFO - text", "INFO:vllm.worker:text", "INFO:     text", "x INFO 01-02 03:04:05 y",
+                  "a\x1b[0m b", "a[36m b", "a\\u001b[0m", "tail across cluster]", "a\rb", "(x pid=3) text",
+                  "INFO \u0661\u0662-01 03:04:05 [x.py:1] unicode digits", "\u00e9t\u00e9 \ufffd", "   indented",
+                  "^^^^", "", " ", "Traceback (most recent call last):", '  File "x.py", line 1, in f']
+
+
+@st.composite
+def other_program_line(draw) -> str:
+    """A line of another program, an anchor cut in two across lines, or either with marks and anchors put in."""
+    kind = draw(st.integers(0, 4))
+    if kind == 0:
+        return draw(st.sampled_from(OTHER_PROGRAMS))
+    if kind == 1:
+        anchor = draw(st.sampled_from(ANCHORS))
+        cut = draw(st.integers(0, len(anchor)))
+        return draw(st.sampled_from([anchor[:cut], anchor[cut:], "x" * 70 + anchor[:cut], anchor[cut:] + " y"]))
+    if kind == 2:
+        return draw(st.text(alphabet=st.sampled_from("ab |[]{}:-0913m\\\r\t INFOpid="), max_size=40))
+    pieces = st.one_of(st.sampled_from(OTHER_PROGRAMS), st.sampled_from(ANCHORS), st.sampled_from(SAMPLES),
+                       st.text(max_size=12))
+    return "".join(draw(st.lists(pieces, min_size=1, max_size=3)))
+
+
+def _parsed_every_line_the_full_way(lines: list[tuple[int, str]]) -> tuple[list, object]:
+    from unittest import mock
+
+    from triage.logs import envelope
+    with mock.patch.object(envelope, "_marks_of", lambda anchors: envelope._Marks(None, None)):
+        return _parsed(lines, True)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(other_program_line(), log_line()), max_size=40), st.sampled_from([1, 2, 3, 512]))
+@example(["x" * 70 + "Out of", " memory", "x" * 70 + "Out of", "memory"], 512)     # an anchor across a wrap
+@example(["Traceback (most recent call last):", "gpu-node-2:6:7 [3] NCCL INFO Channel 00/32 : 0 1", "  x"], 512)
+def test_lines_without_marks_read_in_one_step_give_what_reading_them_the_full_way_gives(lines, batch):
+    """A line holding nothing the envelope reads and no anchor (NCCL INFO, syslog, other programs' output) is made
+    its record in one step and not searched for signatures, nor joined to the next line where no anchor spans the
+    two: the same events, coverage and unrecognised lines as reading every line the full way, wherever the batches
+    of the search fall."""
+    from unittest import mock
+
+    from triage.logs import envelope
+    numbered = list(enumerate(lines, start=1))
+    with mock.patch.object(envelope, "BATCH_LINES", batch):
+        fast = _parsed(numbered, True)
+    assert fast == _parsed_every_line_the_full_way(numbered)
+
+
+@FAST
+@given(st.lists(other_program_line(), min_size=1, max_size=12))
+def test_a_record_read_in_one_step_is_the_full_ways_record(lines):
+    """The record made in one step equals the one the envelope's patterns make; one called anchor free holds no
+    anchor, and one called so with the next line holds none joined to it either."""
+    from triage.logs import envelope
+    numbered = list(enumerate(lines, start=1))
+    fast = list(envelope.records(numbered, ANCHORS))
+    full = list(envelope._records_unwrapped(((item, False, False, False) for item in numbered),
+                                            envelope.plain_record))
+    assert [dataclasses.replace(r, anchor_free=False, anchor_free_with_next=False) for r in fast] == full
+    for rec, after in zip(fast, [*fast[1:], None]):
+        if rec.anchor_free:
+            assert not KIT.signatures.anchors_in(rec.message)
+        if rec.anchor_free_with_next and after is not None and after.anchor_free and after.line == rec.line + 1:
+            assert not KIT.signatures.anchors_in(rec.message + after.message)
+            assert not KIT.signatures.anchors_in(rec.message + " " + after.message)

@@ -49,6 +49,12 @@ vllm:gpu_cache_usage_perc{{model_name="https://admin:{SECRETS['url_password']}@m
 FORMATS = ["text", "json", "markdown", "html"]
 
 
+def _leaks(secret: str, text: str) -> bool:
+    """Any 8 characters of the secret in the text (a template shows digits as N; half a secret leaks too)."""
+    n = min(8, len(secret))
+    return any(secret[i:i + n] in text for i in range(len(secret) - n + 1))
+
+
 def _report(tmp_path, fmt, *extra):
     (tmp_path / "secret.log").write_text(LOG)
     (tmp_path / "gated.log").write_text(GATED_LOG)
@@ -122,7 +128,9 @@ _PIECES = ["api_key", "API-KEY", "apikey", "key", "Token", "token", "tokens", "h
            "=", ":", " ", "  ", "'", '"', "\\'", "--", "?", "&", ";", "@", "://", "https", "admin", "user.name",
            "hf_", "sk-", "ghp_", "github_pat_", "glpat-", "xoxb-", "xapp-", "AIza", "AKIA", "ASIA", "eyJ",
            "-----BEGIN RSA PRIVATE KEY-----", "-----END ", "abcdefghijklmnop", "ABCDEFGH12345678",
-           "0123456789", ".", "_", "-", "[", "]", ",", "/s", "x", "\n"]
+           "0123456789", ".", "_", "-", "[", "]", ",", "/s", "x", "\n",
+           "(", ")", "b'", "name", "value", "Cookie", "set-cookie", "; ", "-u ", "--user", "curl", "mysql", "-p",
+           "AccountKey", "SharedAccessSignature", "Pwd", "{", "}"]
 
 
 @settings(max_examples=3000, deadline=None)
@@ -145,3 +153,85 @@ def test_stats_and_request_lines_skip_the_secret_rules():
                  "Running: 54 reqs, Waiting: 4 reqs, GPU KV cache usage: 46.0%, Prefix cache hit rate: 30.7%",
                  "Request chatcmpl-21480046bc377f13 arrived; 561 prompt tokens, max_tokens=32."):
         assert not may_hold_secret(line) and not _QUICK.search(line.lower()), line
+
+
+# Secrets a line holds only by where it stands: a PEM key's body lines, the value under a Kubernetes env name.
+# Each body line is logged on its own (so each is its own unrecognised group), one apart from the next.
+_E = "(APIServer pid=1) ERROR 09-30 10:01:2{} [tls.py:88] "
+PEM_BODY = ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7vbqajDw4o6gJ",
+            "y8Hk1ITmQsnmLyRWaXZGh0lh5JnVUqQZq8FDPvAqnRZrCoU7Nh6BhKaKlWpXXx0s",
+            "Zx4Ue1sQ2xW3q9QfKH8=", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtz"]
+K8S_VALUE = "Qm9vdHN0cmFwVG9rZW4xMjM"
+MULTILINE_LOG = "\n".join([
+    "(APIServer pid=1) INFO 09-30 10:00:01 [api_server.py:1816] vLLM API server version 0.10.2",
+    _E.format(0) + "could not load the TLS key:",
+    _E.format(0) + "-----BEGIN RSA PRIVATE KEY-----",
+    _E.format(1) + PEM_BODY[0],
+    "(EngineCore_DP0 pid=310) WARNING 09-30 10:01:21 [core.py:1] engine still waiting",
+    _E.format(1) + PEM_BODY[1],
+    _E.format(2) + PEM_BODY[2],
+    _E.format(2) + "-----END RSA PRIVATE KEY-----",
+    _E.format(3) + "-----BEGIN OPENSSH PRIVATE KEY-----",
+    _E.format(3) + PEM_BODY[3] + "-----END OPENSSH PRIVATE KEY-----",
+    _E.format(4) + "pod spec env:",
+    _E.format(4) + "  - name: HF_TOKEN",
+    _E.format(4) + f"    value: {K8S_VALUE}",
+    _E.format(5) + "  - name: MAX_MODEL_LEN",
+    _E.format(5) + "    value: 'after the secret'",
+]) + "\n"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_secrets_known_by_the_lines_before_them_are_masked(tmp_path, fmt):
+    log = tmp_path / "tls.log"
+    log.write_text(MULTILINE_LOG)
+    every_group = fmt in ("json", "html")        # text and Markdown list the largest groups only
+    shown = run_cli("--format", fmt, "--no-redact", "--no-config", str(log)).stdout.decode()
+    reaching = [*PEM_BODY, K8S_VALUE] if every_group else PEM_BODY[:1]
+    assert all(_leaks(secret, shown) for secret in reaching), "the lines reach the report"
+    out = run_cli("--format", fmt, "--no-config", str(log)).stdout.decode()
+    for secret in (*PEM_BODY, K8S_VALUE):
+        assert not _leaks(secret, out), f"{secret} leaked in {fmt}"
+    if every_group:
+        assert "after the secret" in out and "engine still waiting" in out, "lines after the blocks are shown"
+    if fmt == "json":
+        assert json.loads(out)["redactions"]["private_key"] >= 4
+
+
+# File names are shown in every report (each evidence line's place) and in errors.
+NAME_SECRETS = {"run-hf_abcdefghijklmnopqrstuvwxyz123456.log": "abcdefghijklmnopqrstuvwxyz123456",
+                "server.log?token=QWxhZGRpbjpvcGVuc2VzYW1l": "QWxhZGRpbjpvcGVuc2VzYW1l"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", sorted(NAME_SECRETS))
+def test_a_file_name_holding_a_token_is_masked(tmp_path, fmt, name):
+    (tmp_path / name).write_text(GATED_LOG)
+    secret = NAME_SECRETS[name]
+    assert secret in run_cli("--format", fmt, "--no-redact", name, cwd=tmp_path).stdout.decode()
+    out = run_cli("--format", fmt, name, cwd=tmp_path).stdout.decode()
+    assert not _leaks(secret, out), f"the file name leaked in {fmt}"
+
+
+@pytest.mark.parametrize("name", sorted(NAME_SECRETS))
+def test_an_error_naming_a_file_holding_a_token_masks_it(tmp_path, name):
+    result = run_cli(str(tmp_path / name))
+    assert result.returncode == 2 and b"no such file" in result.stderr
+    assert not _leaks(NAME_SECRETS[name], result.stderr.decode()), result.stderr
+
+
+def test_an_error_quoting_a_secret_masks_it(tmp_path):
+    """A /metrics line the parser rejects is echoed on stderr: a secret in it is masked there too."""
+    metrics = tmp_path / "m.prom"
+    metrics.write_text('# TYPE x gauge\nx{api_key="QWxhZGRpbjpvcGVuc2VzYW1l",bad-label="1"} 1\n')
+    result = run_cli("--metrics", str(metrics))
+    assert result.returncode == 2 and b"not a valid Prometheus metrics line" in result.stderr, result.stderr
+    assert not _leaks("QWxhZGRpbjpvcGVuc2VzYW1l", result.stderr.decode()), result.stderr
+
+
+def test_alerts_name_a_file_holding_a_token_masked(tmp_path):
+    name = "run-hf_abcdefghijklmnopqrstuvwxyz123456.log"
+    (tmp_path / name).write_text(GATED_LOG)
+    result = run_cli("alerts", "--no-config", name, cwd=tmp_path)
+    assert result.returncode == 0 and b"Generated by vtriage alerts from run-" in result.stdout, result.stderr
+    assert not _leaks(NAME_SECRETS[name], result.stdout.decode())

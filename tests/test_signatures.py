@@ -1,10 +1,16 @@
 """Every log signature matches its own sample lines, and no other signature claims them."""
 from __future__ import annotations
 
+import re
+from re import _constants as sc
+from re import _parser as sp
+from typing import Any, Callable
+
 import pytest
 
 from triage.errors import RuleError
 from triage.logs.envelope import records
+from triage.logs.signature_files import repeats_a_varying_group
 from triage.logs.signatures import load_signatures
 from triage.ruletests import sample_problem
 
@@ -27,7 +33,7 @@ def test_sample_matches_its_signature_only(sig, sample):
 def test_samples_yield_fields(sig):
     """Each signature with fields pulls at least one typed field out of its first sample."""
     for rec in records([(1, sig.samples[0])]):
-        got = sig.extract(rec.message)
+        got = SIGNATURES.extract(sig, rec.message)
         if got is not None:
             assert got[0], f"{sig.id} matched but extracted nothing"
             return
@@ -129,7 +135,7 @@ def test_the_bundled_signatures_compile_when_first_searched_with_the_same_checks
     """The bundled regexes are compiled on first use (a short log meets few of them): every one compiles with a
     group per field, and a bad one met late still names file and key, as a user's own does at load time."""
     bundled = load_signatures()
-    assert [s.id for s in bundled.signatures if not s.pattern.groupindex.keys() >= set(s.fields)] == []
+    assert [s.id for s in bundled.signatures if not bundled.pattern(s).groupindex.keys() >= set(s.fields)] == []
     folder = _write(tmp_path, BROKEN_REGEX)
     late = load_signatures(folder, compile_now=False)
     with pytest.raises(RuleError) as err:
@@ -224,4 +230,125 @@ regex = 'took'
     with pytest.raises(RuleError) as err:
         load_signatures(folder)
     assert key in str(err.value) and message in str(err.value), str(err.value)
+
+
+
+# Patterns that repeat a group which can split one text many ways (exponential on a line they almost match), and
+# patterns whose repeats are each ended by a character they cannot take.
+BACKTRACKING = ["(x|xx)+y", "(a+)+", r"(\w+\s?)*", r"(?:\d+)*x", r"(?P<name>[a-z]*){2,}", r"(?:ab|a|b)*c"]
+LINEAR = [r"(?:\w+ )*weights", r"^(?:[A-Za-z_]\w*\.)*(?P<exception>[A-Z]\w*Error)", r"(a+)?b", r"(ab)+", r"a{2,5}",
+          r"[(]x+[)]+", r"\(x+\)+", r"(?:x{3})+", r"literal {brace}+"]
+
+
+@pytest.mark.parametrize("pattern", BACKTRACKING)
+def test_the_load_time_guard_flags_a_repeated_group_that_splits_a_line_many_ways(pattern):
+    """`vtriage rules` warns of a user's signature with such a pattern (the per-search timeout still guards it)."""
+    assert nested_quantifier(pattern) and repeats_a_varying_group(pattern)
+
+
+@pytest.mark.parametrize("pattern", LINEAR)
+def test_the_load_time_guard_passes_repeats_a_fixed_character_ends(pattern):
+    assert not nested_quantifier(pattern) and not repeats_a_varying_group(pattern)
+
+
+@pytest.mark.parametrize("sig", SIGNATURES.signatures, ids=lambda s: s.id)
+def test_no_bundled_pattern_can_take_exponential_time(sig):
+    """Every bundled regex, judged by the parser-based heuristic below and by the guard `vtriage rules` uses."""
+    assert not nested_quantifier(sig.regex), f"{sig.origin}: {sig.id} repeats a group that repeats itself"
+    assert not repeats_a_varying_group(sig.regex), f"{sig.origin}: {sig.id} would be warned of by `vtriage rules`"
+
+
+def nested_quantifier(pattern: str) -> bool:
+    """Does `pattern` repeat a group that can split a string in many ways, like `(a+)+`, `(\\w+\\s?)*`
+    or `(x|xx)+`? Such a pattern can take exponential time on a line it almost matches. A heuristic
+    over Python's regex parser: a repeated group whose every fixed character could also be taken by a
+    part of it that varies in length, or whose alternatives can start with the same character.
+    Patterns the stdlib parser cannot read (`regex`-only syntax) are not judged."""
+    try:
+        tree = sp.parse(pattern)
+    except re.error:           # `regex`-only syntax: not judged
+        return False
+    repeat_ops = {sc.MAX_REPEAT, sc.MIN_REPEAT, getattr(sc, "POSSESSIVE_REPEAT", sc.MAX_REPEAT)}
+
+    categories: dict[Any, Callable[[str], bool]] = {
+        sc.CATEGORY_DIGIT: str.isdigit, sc.CATEGORY_SPACE: str.isspace,
+        sc.CATEGORY_WORD: lambda ch: ch.isalnum() or ch == "_",
+    }
+
+    def negated(test: Callable[[str], bool]) -> Callable[[str], bool]:
+        return lambda ch: not test(ch)
+
+    for positive, negative in ((sc.CATEGORY_DIGIT, sc.CATEGORY_NOT_DIGIT), (sc.CATEGORY_SPACE, sc.CATEGORY_NOT_SPACE),
+                               (sc.CATEGORY_WORD, sc.CATEGORY_NOT_WORD)):
+        categories[negative] = negated(categories[positive])
+
+    def takes(op: Any, av: Any, ch: str) -> bool:
+        """Can this one-character item take `ch`? (unknown items: assume it can)"""
+        if op is sc.LITERAL:
+            return ord(ch) == av
+        if op is sc.NOT_LITERAL:
+            return ord(ch) != av
+        if op is sc.ANY:
+            return ch != "\n"
+        if op is sc.CATEGORY:
+            return categories.get(av, lambda c: True)(ch)
+        if op is sc.IN:
+            negate = any(o is sc.NEGATE for o, _ in av)
+            hit = any(ord(ch) == v if o is sc.LITERAL else v[0] <= ord(ch) <= v[1] if o is sc.RANGE
+                      else categories.get(v, lambda c: True)(ch) if o is sc.CATEGORY else False
+                      for o, v in av if o is not sc.NEGATE)
+            return hit != negate
+        return True
+
+    def first(items: Any) -> Any:
+        item = items[0]
+        while item[0] is sc.SUBPATTERN and item[1][-1]:
+            item = item[1][-1][0]
+        return item
+
+    def inner_repeats(items) -> list:
+        """The parts of a group that match a varying number of characters: x+, x*, x?, (|x)."""
+        out = []
+        for op, av in items:
+            if op in repeat_ops and av[0] < av[1]:
+                out.append(av[2])
+            elif op is sc.BRANCH and any(not b for b in av[1]):
+                out.extend(b for b in av[1] if b)
+            elif op is sc.SUBPATTERN:
+                out.extend(inner_repeats(av[-1]))
+        return out
+
+    def ambiguous(body) -> bool:
+        while len(body) == 1 and body[0][0] is sc.SUBPATTERN:
+            body = list(body[0][1][-1])
+        branches = body[0][1][1] if len(body) == 1 and body[0][0] is sc.BRANCH else [body]
+        starts = [first(b) for b in branches if b]
+        if any(op is sc.LITERAL and any(takes(o, v, chr(av)) for o, v in starts[:i] + starts[i + 1:])
+               for i, (op, av) in enumerate(starts)):
+            return True           # (x|xy)+: two branches can take the same first character
+        for branch in branches:
+            inner = inner_repeats(branch)
+            if not inner:
+                continue
+            separators = [chr(av) for op, av in branch if op is sc.LITERAL]
+            if not any(all(not takes(first(b)[0], first(b)[1], ch) for b in inner) for ch in separators):
+                return True
+        return False
+
+    def walk(items) -> bool:
+        for op, av in items:
+            if op in repeat_ops:
+                _, hi, body = av
+                if (hi == sc.MAXREPEAT or hi > 16) and ambiguous(list(body)):
+                    return True
+                if walk(body):
+                    return True
+            elif op is sc.SUBPATTERN and walk(av[-1]):
+                return True
+            elif op is sc.BRANCH and any(walk(b) for b in av[1]):
+                return True
+            elif op in (sc.ASSERT, sc.ASSERT_NOT) and walk(av[1]):
+                return True
+        return False
+    return walk(tree)
 

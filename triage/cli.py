@@ -10,6 +10,7 @@ import dataclasses
 import errno
 import math
 import os
+import re
 import stat
 import sys
 import time
@@ -64,16 +65,34 @@ def load_toolkit(rules_dir: str | None, compile_now: bool | None = None) -> Tool
 def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool,
                      ignore: Sequence[str]) -> tuple[Toolkit, Config]:
     """The toolkit with the suppressions and runbook URL of .vtriage.toml (found, or --config) and --ignore."""
-    from .decide.suppress import Config, find_config, load_config, with_ignored
+    from .decide.suppress import (
+        Config,
+        distrust,
+        distrust_warning,
+        effective_uid,
+        find_config,
+        load_config,
+        with_ignored,
+    )
     if config_path and no_config:
         raise click.UsageError("--config and --no-config contradict each other; give one")
-    path = Path(config_path) if config_path else None if no_config else find_config(Path.cwd(), Path.home())
-    if config_path and not Path(config_path).is_file():
-        raise InputError(config_path, "no such config file",
-                         f"create it, or drop --config to use the nearest {CONFIG_NAME}")
+    path: Path | None = None
+    warnings: tuple[str, ...] = ()
+    if config_path:
+        path = Path(config_path)
+        if not path.is_file():
+            raise InputError(config_path, "no such config file",
+                             f"create it, or drop --config to use {CONFIG_NAME} from this folder or the git root")
+        why = distrust(path, effective_uid())
+        warnings = (distrust_warning(path, why, skipped=False),) if why else ()
+    elif not no_config:
+        path, warnings = find_config(Path.cwd(), os.environ, Path.home())
+    for warning in warnings:
+        click.echo(f"vtriage: warning: {warning}", err=True)
     config = load_config(path, kit.rules, date.today()) if path else Config(None)
     config = with_ignored(config, ignore, kit.rules)
-    return dataclasses.replace(kit, suppressions=config.suppressions, runbook_url=config.runbook_url), config
+    return dataclasses.replace(kit, suppressions=config.suppressions, runbook_url=config.runbook_url,
+                               config_path=config.path), config
 
 
 def _config_options(fn):
@@ -82,47 +101,131 @@ def _config_options(fn):
                       help="Suppress RULE (a rule id from `vtriage rules`): listed as SUPPRESSED, never decides.")(fn)
     fn = click.option("--no-config", is_flag=True, help=f"Do not read {CONFIG_NAME}.")(fn)
     fn = click.option("--config", "config_path", metavar="PATH",
-                      help=f"Read suppressions from PATH instead of the nearest {CONFIG_NAME} (up to "
-                           "the git root or home).")(fn)
+                      help=f"Read suppressions from PATH instead of {CONFIG_NAME} (in this folder, else at the "
+                           "git root, else ~/.config/vtriage/config.toml).")(fn)
     return fn
 
 
-def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
-    """Write `text` to `path`; never over an input, never replacing what is not a regular file.
+# -o names an open file descriptor: written to as it is (/dev/stdout into a pipe cannot be renamed over).
+_DESCRIPTOR_NAMES = re.compile(r"/dev/(?:(stdout)|(stderr)|fd/(\d+))|/proc/self/fd/(\d+)")
 
-    A regular file (or a new one) is written through a temporary file and a rename, so a reader never
-    sees half a report. A symlink is followed: its target gets the report, the link stays. A device,
-    FIFO or socket (/dev/null, /dev/stdout, a named pipe) is written straight to, as a shell's `>`
-    would: a rename would put a regular file in its place. Every OS error is one line, never a traceback.
-    """
-    target = Path(os.path.realpath(path))
-    if target.is_symlink():
-        raise InputError(path, "is a symbolic link that loops", "give a file path")
+# What -o does with the path it names.
+_REPLACE = "replace"          # a regular file, or nothing yet: a temporary file beside it, renamed onto it
+_STRAIGHT = "straight"        # a FIFO or character device: opened and written to, as the shell's > would
+_DESCRIPTOR = "descriptor"    # an open file descriptor of this process (stdout, /dev/fd/N): written to
+
+
+def _output_plan(path: str, inputs: Sequence[str]) -> tuple[str, int | None]:
+    """How -o PATH is written, and the descriptor for _DESCRIPTOR; refuses (InputError) what -o must not write.
+
+    vtriage runs as root in shared folders: a symbolic link at PATH is refused, never followed (a planted
+    /tmp/report.txt -> /etc/passwd), and so is anything but a regular file, FIFO or character device, and a
+    file that is one of the inputs, stdin included (`vtriage -o x.log < x.log`)."""
+    named = _DESCRIPTOR_NAMES.fullmatch(path)
     try:
-        for given in inputs:
-            if given != "-" and target.exists() and os.path.samefile(given, target):
-                raise InputError(path, "is one of the inputs; refusing to overwrite it", "choose another -o path")
-        if target.is_dir():
-            raise InputError(path, "is a directory", "give a file name, e.g. -o report.txt")
-        if target.exists() and not target.is_file():
-            with open(target, "w", encoding="utf-8") as handle:
-                handle.write(text)
+        if named:
+            descriptor = 1 if named[1] else 2 if named[2] else int(named[3] or named[4])
+            try:
+                st = os.fstat(descriptor)
+            except OSError:
+                raise InputError(path, "is not an open file descriptor of vtriage",
+                                 "give a file path, or redirect the shell's output instead") from None
+        else:
+            descriptor = None
+            st = os.lstat(path)
+    except FileNotFoundError:
+        return _REPLACE, None
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError(path, "is a symbolic link; vtriage never writes through one",
+                         "remove the link, or give the path of the file itself")
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(path, "is a directory", f"name a file in it, e.g. -o {Path(path) / 'report.txt'}")
+    if stat.S_ISREG(st.st_mode):
+        clash = _input_at(st, inputs)
+        if clash:
+            raise InputError(path, f"is {clash}; refusing to overwrite it", "choose another -o path")
+    if descriptor is None and _same_file(st, 1):
+        descriptor = 1              # `-o r.json >> r.json`: one report, where stdout already points
+    if descriptor is not None:
+        return _DESCRIPTOR, descriptor
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode):
+        return _STRAIGHT, None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a socket" if stat.S_ISSOCK(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode) else \
+            "not a regular file"
+        raise InputError(path, f"is {kind}; -o writes only a regular file (or a FIFO or terminal)",
+                         "give the path of a report file")
+    return _REPLACE, None
+
+
+def _input_at(output: os.stat_result, inputs: Sequence[str]) -> str:
+    """Which input (as the error names it) is the file `output`, or "" when none is."""
+    for given in inputs:
+        if given == "-":
+            if _same_file(output, 0):
+                return "the file read on stdin"
+            continue
+        try:
+            st = os.stat(given)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (output.st_dev, output.st_ino):
+            return "one of the inputs"
+    return ""
+
+
+def _same_file(st: os.stat_result, descriptor: int) -> bool:
+    try:
+        other = os.fstat(descriptor)
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
+
+
+def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
+    """Write `text` to -o `path`, as _output_plan says; never over an input, never through a symbolic link.
+
+    A regular file (or a new one) is written to a temporary file made beside it with exclusive creation, then
+    renamed onto the path named (rename replaces a link put there since, never its target), so a reader never
+    sees half a report. A FIFO or character device, /dev/stdout or /dev/fd/N is written straight to: a rename
+    would put a regular file in its place. Every OS error is one line, never a traceback.
+    """
+    plan, descriptor = _output_plan(path, inputs)
+    data = text.encode("utf-8")
+    try:
+        if plan == _DESCRIPTOR:
+            assert descriptor is not None
+            if descriptor == 1:
+                sys.stdout.flush()
+            _write_all(descriptor, data)
             return
-        directory = target.parent
-        if not directory.is_dir():
+        if plan == _STRAIGHT:
+            _write_straight(path, data)
+            return
+        directory = os.path.dirname(path) or "."
+        if not os.path.isdir(directory):
             raise InputError(path, f"directory {directory} does not exist", "create it first")
         import tempfile  # only when a report is written to a file
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise _write_error(path, exc) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        # mkstemp makes the file private; a report is meant to be shared like any file the user writes.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~umask)
-        os.replace(tmp, target)
+        try:
+            # mkstemp makes the file private; a report is meant to be shared like any file the user writes.
+            umask = os.umask(0)
+            os.umask(umask)
+            try:
+                st = os.lstat(path)
+                mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o666 & ~umask
+            except FileNotFoundError:
+                mode = 0o666 & ~umask
+            os.fchmod(fd, mode)
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
     except BaseException as exc:
         try:
             os.unlink(tmp)
@@ -131,6 +234,26 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
         if isinstance(exc, OSError):
             raise _write_error(path, exc) from None
         raise
+
+
+def _write_straight(path: str, data: bytes) -> None:
+    """Write to the FIFO or character device at `path` (checked again once open: it may have been swapped)."""
+    from .sources.waiting import open_fifo
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NOCTTY
+    fd = open_fifo(path, flags) if stat.S_ISFIFO(os.lstat(path).st_mode) else os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+            raise InputError(path, "changed while being opened; refusing to write it", "run vtriage again")
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 EXTENSION_FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown",
@@ -153,13 +276,12 @@ def output_format(ctx: click.Context, fmt: str, output: str | None, formats: Seq
     return inferred
 
 
-def check_output(path: str | None) -> None:
-    """Refuse an -o that cannot be written before reading any input: one line, not an error at the end."""
-    if not path:
+def check_output(path: str | None, inputs: Sequence[str]) -> None:
+    """Refuse an -o that cannot or must not be written (see _output_plan) before reading any input: one line,
+    not an error at the end."""
+    if not path or _output_plan(path, inputs)[0] != _REPLACE:
         return
     target = Path(path)
-    if target.is_dir():
-        raise click.UsageError(f"-o {path} is a directory: name a file in it, e.g. -o {target / 'report.html'}")
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise click.UsageError(f"-o {path}: directory {directory} does not exist; create it first")
@@ -202,6 +324,17 @@ def _write_error(where: str, exc: OSError) -> InputError:
     """An OS error while writing output, as one line: where, what the system said, what to try."""
     what = f"cannot write: {(exc.strerror or str(exc)).lower()}"
     return InputError(where, what, _WRITE_HINTS.get(exc.errno or 0, ""))
+
+
+def tell(message: str, before: str = "", after: str = "\n") -> None:
+    """The one writer of stderr (errors, warnings, progress). What the message quotes came from input (a file name,
+    a bad /metrics line, an HTTP reason phrase), so its secrets are masked (always: --no-redact is about the
+    report) and its control and bidirectional characters shown as escapes, as the reports show them; `before` and
+    `after` are vtriage's own terminal controls, written as they are."""
+    from .redact import Redactor
+    from .render.common import neutral
+    sys.stderr.write(before + neutral(Redactor().redact_mapped(message, prose=True)[0]) + after)
+    sys.stderr.flush()
 
 
 def _use_color(fmt: str, output: str | None) -> bool:
@@ -254,8 +387,7 @@ def _countdown():
 
     def show(taken: int, count: int, left: float) -> None:
         text = f"vtriage: scraped {taken} of {count}" + (f", next in {left:.0f} s" if left > 0 else "")
-        sys.stderr.write("\r" + text.ljust(48) + ("\r" + " " * 48 + "\r" if taken == count else ""))
-        sys.stderr.flush()
+        tell(text.ljust(48), before="\r", after="\r" + " " * 48 + "\r" if taken == count else "")
     return show
 
 
@@ -433,7 +565,8 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     if fmt == "html" and not output and not quiet and not force and sys.stdout.isatty():
         raise click.UsageError("HTML is a page, not terminal text: write it with -o report.html "
                                "(or --force to print it here)")
-    check_output(output)
+    read = files + metrics_files + tuple(p for p in (gpu_snapshot, model_config) if p)
+    check_output(output, read)
     if (files + metrics_files).count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
     if gpu_snapshot and probe_gpu:
@@ -466,9 +599,11 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     finally:
         for line in progress:
             line.close()
+    for skipped in (warning for summary in report.inputs for warning in summary.skipped):
+        click.echo(f"vtriage: warning: {skipped}", err=True)     # damage to the input is said where it is read too
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
-        write_atomically(output, text, files + metrics_files + ((gpu_snapshot,) if gpu_snapshot else ()))
+        write_atomically(output, text, read)
     elif not quiet:
         click.echo(text, nl=False)
     verdict = report.diagnosis.verdict
@@ -477,8 +612,8 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
             sys.exit(EXIT_PROBLEM)
         unjudgeable = None if allow_empty else unjudgeable_input(report)
         if unjudgeable:
-            click.echo(f"vtriage: --fail-on: {unjudgeable}, so the gate cannot pass: exit 3 "
-                       "(--allow-empty judges such input by the policy)", err=True)
+            tell(f"vtriage: --fail-on: {unjudgeable}, so the gate cannot pass: exit 3 "
+                 "(--allow-empty judges such input by the policy)")
             sys.exit(EXIT_INCONCLUSIVE)
         sys.exit(EXIT_HEALTHY)
     sys.exit(exit_code_for(verdict))
@@ -524,13 +659,14 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
                 walk(kit.rules.children.get(node.id, ()), depth + 1)
         walk(kit.rules.roots, 0)
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
+    from .logs.signature_files import repeats_a_varying_group
+    from .logs.signatures import MATCH_TIMEOUT_S
     for sig in kit.signatures.signatures:
-        from .logs.signatures import MATCH_TIMEOUT_S, nested_quantifier
-        if nested_quantifier(sig.regex):
-            click.echo(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
-                       f"(like (a+)+): it can take exponential time on a line it almost matches; each search is cut "
-                       f"after {MATCH_TIMEOUT_S:g} s and the line skipped (hint: give the inner repeat a separator, "
-                       "e.g. (?:\\w+ )* instead of (?:\\w+\\s?)*)", err=True)
+        if repeats_a_varying_group(sig.regex):
+            tell(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
+                 f"(like (a+)+): it can take exponential time on a line it almost matches; each search is cut "
+                 f"after {MATCH_TIMEOUT_S:g} s and the line skipped (hint: give the inner repeat a separator, "
+                 "e.g. (?:\\w+ )* instead of (?:\\w+\\s?)*)")
 
 
 # --- capacity: what-if and the pre-deploy check -----------------------------------------------------
@@ -585,8 +721,8 @@ def _lengths_from_metrics(paths: tuple[str, ...]):
     from .metrics.inputs import read_files
     lengths = observed_lengths(read_files(paths, None).samples) if paths else None
     if paths and lengths is None:
-        click.echo("vtriage: warning: no vllm:request_prompt_tokens / vllm:request_generation_tokens histograms "
-                   "in the metrics; concurrency at the observed request sizes is not computed", err=True)
+        tell("vtriage: warning: no vllm:request_prompt_tokens / vllm:request_generation_tokens histograms "
+             "in the metrics; concurrency at the observed request sizes is not computed")
     return lengths
 
 
@@ -661,14 +797,15 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
     from .capacity.registry import NO_USER_FIGURES
     from .capacity.scenario import whatif
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
-    check_output(output)
+    read = tuple(p for p in (log, *metrics_files, model_config) if p)
+    check_output(output, read)
     changes = _changes(options)
     _refuse_more_gpus_than(gpus, changes)
     figures = _user_figures(gpu_name, gpu_memory_gib, gpus, model_config) or NO_USER_FIGURES
     facts = _log_facts(log, rules_dir)
     lengths = _lengths_from_metrics(metrics_files)
     scenario = whatif(facts, changes, figures, lengths, "observed in the metrics" if lengths else "")
-    _emit(scenario, "whatif", fmt, output, (log, *metrics_files))
+    _emit(scenario, "whatif", fmt, output, read)
 
 
 @cli.command("check")
@@ -711,7 +848,8 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
         raise click.UsageError("--model-config needs the memory of one GPU: give --gpu NAME (e.g. H100) "
                                "or --gpu-memory-gib GIB (e.g. 80)")
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
-    check_output(output)
+    read = tuple(p for p in (model_config, from_log, *metrics_files) if p)
+    check_output(output, read)
     if (expect_prompt_tokens is None) != (expect_output_tokens is None):
         raise click.UsageError("give both --expect-prompt-tokens and --expect-output-tokens, or neither")
     changes = _changes(options)
@@ -725,7 +863,7 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
     facts = _log_facts(from_log, rules_dir) if from_log else None
     scenario = check(facts, figures, Settings().replace(**changes), changes, lengths, vllm_version,
                      sliding_window=not disable_sliding_window)
-    _emit(scenario, "check", fmt, output, tuple(p for p in (model_config, from_log, *metrics_files) if p))
+    _emit(scenario, "check", fmt, output, read)
 
 
 def _refuse_more_gpus_than(gpus: int | None, changes: Mapping[str, Any]) -> None:
@@ -785,7 +923,7 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
     if as_json and ctx.get_parameter_source("fmt") == click.core.ParameterSource.COMMANDLINE and fmt != "json":
         raise click.UsageError(f"--json and --format {fmt} contradict each other; give --format json")
     fmt = output_format(ctx, "json" if as_json else fmt.lower(), output, ("text", "json"))
-    check_output(output)
+    check_output(output, (from_file,) if from_file else ())
     from .gpu.probe import import_nvml, probe, snapshot_json
     from .gpu.smi import read_gpu_input
     from .render.gpu import render_gpu_text
@@ -849,14 +987,15 @@ def diff_command(ctx: click.Context, pair: tuple[str, ...], before: tuple[str, .
     if (before + after).count("-") > 1:
         raise click.UsageError("stdin (-) can be given only once")
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
-    check_output(output)
+    read = before + after + ((model_config,) if model_config else ())
+    check_output(output, read)
     figures = _user_figures(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     comparison = compare(_log_report(before, kit, no_redact, figures), _log_report(after, kit, no_redact, figures),
                          kit.rules.classes)
     text = (render_diff_json if fmt == "json" else render_diff_text)(comparison)
     if output:
-        write_atomically(output, text, before + after)
+        write_atomically(output, text, read)
     else:
         click.echo(text, nl=False)
     sys.exit(exit_code_for(comparison.after.diagnosis.verdict))
@@ -902,7 +1041,7 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
         if not sep or not re.fullmatch(r"([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", key):
             raise click.UsageError(f"--label {item!r}: write KEY=VALUE with a Kubernetes label key")
         extra[key] = value
-    check_output(output)
+    check_output(output, files)
     kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     report = _log_report(files, kit, no_redact=False) if files else None
     facts = report.diagnosis.facts if report else {}
@@ -918,7 +1057,8 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
 
     spec = AlertSpec(namespace=namespace, container=container, verdict=report.diagnosis.verdict if report else None,
                      runbook=runbook_for, labels=extra,
-                     header=header_lines(files, report.diagnosis.verdict if report else None, source, kit.runbook_url))
+                     header=header_lines([i.path for i in report.inputs] if report else (),   # masked, as read
+                                         report.diagnosis.verdict if report else None, source, kit.runbook_url))
     text = render(kind, metric_names(version, engine), spec)
     if output:
         write_atomically(output, text, files)
@@ -1004,12 +1144,12 @@ class ProgressLine:
             text += f" of {self.size / 2**20:,.0f} MiB, {rate / 1e6:,.0f} MB/s, {left:,.0f} s left"
         else:
             text += f", {rate / 1e6:,.0f} MB/s"
-        click.echo(f"\r{text}\x1b[K", err=True, nl=False)
+        tell(text, before="\r", after="\x1b[K")
 
     def close(self) -> None:
         """Erase the line once the read is over, so the report starts on a clean line."""
         if self.shown:
-            click.echo("\r\x1b[K", err=True, nl=False)
+            tell("", before="\r", after="\x1b[K")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -1017,16 +1157,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="vtriage", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("vtriage: aborted", err=True)
+        tell("vtriage: aborted")
         sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
-        click.echo(f"vtriage: error: {exc.format_message()}", err=True)
+        tell(f"vtriage: error: {exc.format_message()}")
         sys.exit(EXIT_USAGE)
     except TriageError as exc:
-        click.echo(f"vtriage: error: {exc}", err=True)
+        tell(f"vtriage: error: {exc}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("vtriage: interrupted", err=True)
+        tell("vtriage: interrupted")
         sys.exit(130)
     except BrokenPipeError:        # the reader of stdout went away (| head): nothing left to say
         _drop_stdout()
@@ -1039,15 +1179,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             message = str(_write_error("<stdout>", exc))
         else:
             message = (exc.strerror or str(exc)).lower()
-        click.echo(f"vtriage: error: {message}", err=True)
+        tell(f"vtriage: error: {message}")
         sys.exit(EXIT_USAGE)
     except SystemExit:
         raise
     except Exception as exc:  # the promise: no traceback reaches the user
         if os.environ.get("VTRIAGE_DEBUG"):
             raise
-        click.echo(f"vtriage: internal error: {type(exc).__name__}: {exc} "
-                   "(set VTRIAGE_DEBUG=1 for the traceback, and please report it)", err=True)
+        tell(f"vtriage: internal error: {type(exc).__name__}: {exc} "
+             "(set VTRIAGE_DEBUG=1 for the traceback, and please report it)")
         sys.exit(EXIT_USAGE)
     sys.exit(0)
 

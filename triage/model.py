@@ -156,6 +156,7 @@ class InputSummary:
     lines_recognised: int
     vllm_lines: int              # lines that carry vLLM's logger prefix or a vLLM signature
     warnings: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()            # the warnings that say what bytes were skipped to read the rest
     declared_only: int = 0                   # metrics: vLLM metrics declared (# HELP/# TYPE) while none has a sample
     declared_at: SourceRef | None = None     # the first such declaration
 
@@ -298,6 +299,7 @@ class Report:
     heading: str | None = None                 # the verdict's short title (its class's `heading`), to lead with
     runbook: str | None = None                 # the verdict's runbook page (docs/runbooks/) or the team's URL
     suppressions: tuple[Suppression, ...] = ()  # every suppression in force, fired or not
+    config: str | None = None                  # the .vtriage.toml (or --config) read; None: none was
     window: TimeWindow | None = None           # --since/--until, when given
     weights_needed: WeightsEstimate | None = None   # weights_dont_fit: the weights the model needs
     metrics_figures: Mapping[str, Any] = field(default_factory=dict)  # key /metrics figures (fleet.KEY_FIGURES)

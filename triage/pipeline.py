@@ -14,7 +14,7 @@ from .facts.combine import incident_facts
 from .logs.signatures import SignatureSet
 from .model import Report, Suppression
 from .read import read
-from .redact import Redactor
+from .redact import Redactor, redacted_report
 from .report.assemble import assemble
 from .sources.files import LogInput
 
@@ -32,6 +32,7 @@ class Toolkit:
     signatures: SignatureSet
     suppressions: tuple[Suppression, ...] = ()     # accepted rules (.vtriage.toml, --ignore)
     runbook_url: str | None = None                 # the team's runbook URL template (.vtriage.toml)
+    config_path: str | None = None                 # the config file read, named in every report
 
 
 @dataclass(frozen=True)
@@ -61,5 +62,6 @@ def build_report(incident: Incident, kit: Toolkit, progress: Sequence[Callable[[
     found = with_estimates(found, figures.spec if figures else None)
     decided = decide(found, kit.rules, kit.suppressions)
     decided = prescribe(decided, kit.rules, figures)
-    return assemble(evidence, found, decided, kit.rules, kit.suppressions, kit.runbook_url, incident.metrics,
-                    bool(incident.logs), incident.warnings, redactor.counts)
+    report = assemble(evidence, found, decided, kit.rules, kit.suppressions, kit.runbook_url, kit.config_path,
+                      incident.metrics, bool(incident.logs), incident.warnings, redactor.counts)
+    return redacted_report(report, redactor)

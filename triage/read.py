@@ -53,7 +53,8 @@ class LogReading:
         return LogRead(dataclasses.replace(summary, lines_read=max(lines.lines_read, summary.lines_read),
                                            lines_recognised=summary.lines_recognised + bulk,
                                            vllm_lines=summary.vllm_lines + bulk_vllm + lines.quiet_lines,
-                                           warnings=lines.warnings + parse.warnings), parse.unrecognised)
+                                           warnings=lines.warnings + parse.warnings, skipped=lines.skipped),
+                       parse.unrecognised)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Iterator, Sequence
 
 from .decide.ruleset import Example, Node, RuleSet
 from .logs.envelope import records
-from .logs.signatures import Signature, SignatureSet
+from .logs.signature_files import Signature
+from .logs.signatures import SignatureSet
 from .model import Report
 from .pipeline import Incident, Toolkit, build_report
 from .selftest import bundled_fixtures
@@ -118,7 +119,7 @@ def sample_problem(signatures: SignatureSet, sig: Signature, sample: str, first:
     for rec in records([(1, sample)]):
         ids.update(s.id for s, _, _ in signatures.match(rec.message))
         if extracted is None and first and sig.fields:
-            got = sig.extract(rec.message)
+            got = signatures.extract(sig, rec.message)
             extracted = got[0] if got is not None else None
     if sig.id not in ids:
         return "does not match its own signature"

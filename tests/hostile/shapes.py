@@ -68,6 +68,23 @@ FORMS: dict[str, tuple[str, dict[str, tuple[str, int]]]] = {
     "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJ{s}.{t}", {"s": ("mixed", 20), "t": ("mixed", 24)}),
     "pem": ("-----BEGIN RSA PRIVATE KEY-----MIIE{s}{t}-----END RSA PRIVATE KEY-----",
             {"s": ("mixed", 30), "t": ("mixed", 30)}),
+    "argv --api-key": ("['vllm', 'serve', 'm', '--api-key', '{s}']", {"s": ("mixed", 20)}),
+    "argv --hf-token": ('["vllm", "serve", "--hf-token", "{s}"]', {"s": ("mixed", 20)}),
+    "argv --password": ("['psql', '--password', '{s}']", {"s": ("mixed", 14)}),
+    "asgi x-api-key": ("[(b'host', b'h:8000'), (b'x-api-key', b'{s}')]", {"s": ("mixed", 24)}),
+    "asgi authorization": ("[(b'authorization', b'{s}')]", {"s": ("mixed", 24)}),
+    "asgi authorization basic": ("[(b'authorization', b'Basic {s}')]", {"s": ("mixed", 24)}),
+    "header cookie": ("Cookie: session={s}; theme=dark; csrf={t}", {"s": ("mixed", 24), "t": ("mixed", 16)}),
+    "header set-cookie": ("Set-Cookie: sid={s}; Path=/; HttpOnly", {"s": ("mixed", 24)}),
+    "k8s env json": ('{{"name": "API_KEY", "value": "{s}"}}', {"s": ("mixed", 20)}),
+    "k8s env python": ("{{'name': 'HF_TOKEN', 'value': '{s}'}}", {"s": ("mixed", 20)}),
+    "k8s env object": ("V1EnvVar(name='DB_PASSWORD', value='{s}', value_from=None)", {"s": ("mixed", 14)}),
+    "curl -u": ("curl -u admin:{s} https://models.corp/m", {"s": ("mixed", 14)}),
+    "mysql -p": ("mysql -h db -uroot -p{s} llm", {"s": ("mixed", 14)}),
+    "azure AccountKey": ("AccountKey={s};EndpointSuffix=core.windows.net", {"s": ("mixed", 40)}),
+    "azure SharedAccessSignature": ("SharedAccessSignature={s}", {"s": ("mixed", 30)}),
+    "odbc Password with a space": ("Server=tcp:db,1433;Password={s} {t};Encrypt=yes",
+                                   {"s": ("mixed", 10), "t": ("mixed", 10)}),
 }
 # Forms without spaces or quotes can stand where a model name does (and become facts.model and the command).
 MODEL_FORMS = {name for name, (template, _) in FORMS.items()

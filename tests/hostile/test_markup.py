@@ -3,7 +3,9 @@ bidirectional characters. Markdown, HTML and the terminal text show them as visi
 \\u escapes (the same strings to a parser); a newline in a file name cannot close a code fence."""
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,54 @@ def test_colour_inside_a_docker_json_envelope_is_stripped(tmp_path):
     assert data["verdict"] == "kv_cache_too_small"
     assert data["facts"]["max_model_len"]["value"] == 131072
     assert data["inputs"][0]["lines_recognised"] == 2 and data["inputs"][0]["vllm_lines"] == 2
+
+
+# Terminal controls input can carry to stderr: an OSC that retitles the terminal (and, in some, writes files),
+# a bell, a right-to-left override. Errors quote file names, bad /metrics lines and HTTP reason phrases.
+OSC = "\x1b]0;pwned\x07"
+RAW_ON_STDERR = ("\x1b", "\x07", "\u202e", "\x9b")
+
+
+def _assert_neutral(stderr: bytes) -> None:
+    text = stderr.decode("utf-8", "replace")
+    assert text.startswith("vtriage: error: ") and text.endswith("\n") and text.count("\n") == 1, text
+    assert not [c for c in RAW_ON_STDERR if c in text], repr(text)
+    assert "\\x1b]0;pwned\\x07" in text, "shown as escapes, so the user still sees what the input held"
+
+
+def test_a_file_name_cannot_drive_the_terminal(tmp_path):
+    result = run_cli(str(tmp_path / f"a{OSC}b{BIDI}.log"))
+    assert result.returncode == 2
+    _assert_neutral(result.stderr)
+
+
+def test_a_bad_metrics_line_cannot_drive_the_terminal(tmp_path):
+    metrics = tmp_path / "m.prom"
+    metrics.write_text(f'# TYPE x gauge\nx{{a{OSC}{BIDI}="b"}} 1\n')
+    result = run_cli("--metrics", str(metrics))
+    assert result.returncode == 2 and b"not a valid Prometheus metrics line" in result.stderr
+    _assert_neutral(result.stderr)
+
+
+class _HostileReason(http.server.BaseHTTPRequestHandler):
+    """Answers with a status line whose reason phrase holds an OSC, a bell, an RLO and a C1 CSI (as raw bytes:
+    http.server would refuse them)."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        reason = OSC.encode() + " \u202e".encode() + b" \x9b2J unavailable"
+        self.wfile.write(b"HTTP/1.1 503 " + reason + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+def test_an_http_reason_phrase_cannot_drive_the_terminal():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HostileReason)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = run_cli("--metrics-url", f"http://127.0.0.1:{server.server_address[1]}/metrics", "--samples", "1")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 2 and b"503" in result.stderr, result.stderr
+    _assert_neutral(result.stderr)

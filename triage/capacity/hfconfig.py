@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import InputError
+from ..redact import Redactor
 
 GIB = 1 << 30
 HINT_FROM_LOG = "or calibrate from a startup log of the same model: vtriage check --from-log LOG"
@@ -31,6 +33,40 @@ STATE_SPACE = frozenset({"mamba", "mamba2", "jamba", "falcon_h1", "bamba", "zamb
 NORMS_PER_LAYER = {"gemma2": 4, "gemma3": 4, "gemma3_text": 4}
 QK_NORM = frozenset({"qwen3", "qwen3_moe", "gemma3", "gemma3_text", "olmo2"})
 QKV_BIAS = frozenset({"qwen2", "qwen2_moe"})
+
+# The largest value each key may have. Far above any released model, these bound what an absurd or hostile
+# config.json can cost: a layer count of 10^8 built a list of 10^8 layers (a minute and 2 GB), 10^400
+# overflowed a float. Keys not listed may be up to DEFAULT_MAXIMUM.
+MAXIMUM: Mapping[str, int] = {
+    "num_hidden_layers": 10_000, "num_attention_heads": 100_000, "num_key_value_heads": 100_000,
+    "hidden_size": 10**6, "head_dim": 10**6, "intermediate_size": 10**7, "moe_intermediate_size": 10**7,
+    "shared_expert_intermediate_size": 10**7, "vocab_size": 10**8, "max_position_embeddings": 10**9,
+    "sliding_window": 10**9, "sliding_window_pattern": 10_000, "num_local_experts": 100_000,
+    "num_experts": 100_000, "n_routed_experts": 100_000, "num_experts_per_tok": 100_000,
+    "n_shared_experts": 100_000, "first_k_dense_replace": 10_000, "decoder_sparse_step": 10_000,
+    "kv_lora_rank": 10**6, "q_lora_rank": 10**6, "qk_rope_head_dim": 10**6, "qk_nope_head_dim": 10**6,
+    "v_head_dim": 10**6, "patch_size": 10_000,
+}
+DEFAULT_MAXIMUM = 10**9
+MAX_ROPE_FACTOR = 10_000.0
+QUANT_BITS = (2, 3, 4, 8)
+MAX_GROUP_SIZE = 10**6
+_LONG_NUMBER = re.compile(r'(?:"(?P<key>[^"\n]{0,200})"\s*:\s*)?-?(?P<digits>\d{4300,})')
+
+
+def shown(value: Any) -> str:
+    """A value as an error shows it: JSON, clipped so a long one cannot flood the terminal, and redacted: a
+    token pasted into the wrong key is still a token."""
+    text = json.dumps(value)
+    length = len(text)
+    if isinstance(value, (str, list, dict)):
+        text = Redactor().text(text[:4000])          # redacted whole, before the cut could hide a token's shape
+    return text if len(text) <= 40 else f"{text[:40]}... ({length:,} characters)"
+
+
+def out_of_range(where: str, value: Any, low: float, high: float) -> InputError:
+    return InputError(where, f"{shown(value)} is out of range ({low:g} to {high:g})",
+                      "no released model comes near it: fix the value in config.json")
 
 
 @dataclass(frozen=True)
@@ -138,9 +174,21 @@ def spec_from_json(text: str, path: str) -> ModelSpec:
     except RecursionError:
         raise InputError(path, "nested too deeply to be a model config",
                          "give the model's config.json as downloaded") from None
+    except ValueError:        # an integer longer than Python reads from text (4,300 digits)
+        raise _long_number(text, path) from None
     if not isinstance(data, dict):
         raise InputError(path, "not a JSON object", "a Hugging Face config.json is one {...} object")
     return spec_from_config(data, path)
+
+
+def _long_number(text: str, path: str) -> InputError:
+    m = _LONG_NUMBER.search(text)
+    if m is None:
+        return InputError(path, "holds a value Python cannot read", "give the model's config.json as downloaded")
+    line = text.count("\n", 0, m.start()) + 1
+    key = f": {m['key'][:60]}" if m["key"] is not None else ""
+    return InputError(f"{path}:{line}{key}", f"a number of {len(m['digits']):,} digits",
+                      "no released model comes near it: fix the value in config.json")
 
 
 class _Reader:
@@ -157,8 +205,10 @@ class _Reader:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise InputError(self.where(key), f"must be an integer >= {minimum}, got {json.dumps(value)}",
+            raise InputError(self.where(key), f"must be an integer >= {minimum}, got {shown(value)}",
                              "fix the value in config.json")
+        if value > MAXIMUM.get(key, DEFAULT_MAXIMUM):
+            raise out_of_range(self.where(key), value, minimum, MAXIMUM.get(key, DEFAULT_MAXIMUM))
         return value
 
     def int(self, key: str, default: int | None = None, minimum: int = 1) -> int:
@@ -234,6 +284,13 @@ def spec_from_config(data: Mapping[str, Any], path: str = "config.json") -> Mode
         kind = scaling.get("rope_type") or scaling.get("type")
         factor = scaling.get("factor")
         original = scaling.get("original_max_position_embeddings")
+        if isinstance(factor, (int, float)) and not isinstance(factor, bool) \
+                and not (math.isfinite(factor) and 0 < factor <= MAX_ROPE_FACTOR):
+            raise out_of_range(r.where("rope_scaling.factor"), factor, 0, MAX_ROPE_FACTOR)
+        if isinstance(original, int) and not isinstance(original, bool) \
+                and not 1 <= original <= MAXIMUM["max_position_embeddings"]:
+            raise out_of_range(r.where("rope_scaling.original_max_position_embeddings"), original, 1,
+                               MAXIMUM["max_position_embeddings"])
         if kind == "yarn" and isinstance(factor, (int, float)) and factor > 1 and isinstance(original, int):
             max_pos = max(max_pos, int(original * factor))     # how vLLM derives the longest length
             notes.append(f"rope scaling {kind} x{factor:g}: up to {max_pos} tokens")
@@ -305,6 +362,10 @@ def _mlp(r: _Reader, model_type: str, hidden: int, layers: int,
     dense_layers = set(range(r.int("first_k_dense_replace", default=0, minimum=0)))
     step = r.int("decoder_sparse_step", default=1)
     only_dense = r.get("mlp_only_layers", [])
+    if not isinstance(only_dense, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only_dense):
+        raise InputError(r.where("mlp_only_layers"), f"must be a list of layer numbers, got {shown(only_dense)}",
+                         "fix the value in config.json")
+    only_dense = set(only_dense)
     dense_layers |= {i for i in range(layers) if (i + 1) % step != 0 or i in only_dense}
     shared = 3 * hidden * (r.int("n_shared_experts", default=0, minimum=0) * expert_width
                            + r.int("shared_expert_intermediate_size", default=0, minimum=0))
@@ -337,21 +398,43 @@ def quantization_from_config(qc: Any, path: str) -> Quantization | None:
     if method in ("fp8", "fbgemm_fp8", "modelopt"):
         return Quantization(method, 1.0, "FP8 weights: 1 byte per parameter")
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "bitsandbytes"):
-        bits = qc.get("bits") or qc.get("w_bit") or (4 if qc.get("load_in_4bit") or method == "bitsandbytes" else None)
-        group = qc.get("group_size") or qc.get("q_group_size") or 128
-        return int_quantization(method, bits or 4, group if isinstance(group, int) and group > 0 else 128)
+        bits_key = "bits" if qc.get("bits") is not None else "w_bit"
+        bits = qc.get(bits_key) or (4 if qc.get("load_in_4bit") or method == "bitsandbytes" else None)
+        group_key = "group_size" if qc.get("group_size") is not None else "q_group_size"
+        group = qc.get(group_key) or 128
+        return int_quantization(method, _bits(bits or 4, f"{path}: quantization_config.{bits_key}"),
+                                _group(group, f"{path}: quantization_config.{group_key}"))
     if method == "compressed-tensors":
         groups = qc.get("config_groups") or {}
         weights = next((g.get("weights") for g in groups.values() if isinstance(g, dict) and g.get("weights")), None)
         if isinstance(weights, dict) and weights.get("num_bits") in (4, 8):
             if weights["num_bits"] == 8:
                 return Quantization(method, 1.0, "compressed-tensors 8-bit weights: 1 byte per parameter")
-            return int_quantization(method, 4, weights.get("group_size") or 128)
+            group_where = f"{path}: quantization_config.config_groups.weights.group_size"
+            return int_quantization(method, 4, _group(weights.get("group_size") or 128, group_where))
     if method == "mxfp4":
         return Quantization(method, 4.25 / 8, "MXFP4: 4 bits per parameter plus one 8-bit scale per 32")
     raise InputError(f"{path}: quantization_config.quant_method",
                      f"'{method or '?'}' is not a quantization this model sizes",
                      "known: fp8, awq, gptq, bitsandbytes, compressed-tensors (4/8-bit), mxfp4; " + HINT_FROM_LOG)
+
+
+def _bits(value: Any, where: str) -> int:
+    if value not in QUANT_BITS or isinstance(value, bool):
+        raise InputError(where, f"must be one of {', '.join(map(str, QUANT_BITS))} (bits per weight), "
+                                f"got {shown(value)}", "fix the value in config.json")
+    return int(value)
+
+
+def _group(value: Any, where: str) -> int:
+    """A quantization group size; -1 (one group per row, as GPTQ writes it) is sized as the default 128."""
+    if value == -1 and not isinstance(value, bool):
+        return 128
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(where, f"must be an integer, got {shown(value)}", "fix the value in config.json")
+    if not 1 <= value <= MAX_GROUP_SIZE:
+        raise out_of_range(where, value, 1, MAX_GROUP_SIZE)
+    return value
 
 
 def int_quantization(method: str, bits: int, group: int = 128) -> Quantization:

@@ -7,16 +7,22 @@
     reason = "nightly batch: preemption is expected"
     expires = 2026-12-31                          # optional: after this date it no longer applies
 
-The file is found in the current directory or the nearest parent, stopping at the git root or the
-home directory; `--config PATH` names one, `--no-config` skips it. A suppressed rule is still
+The first of three files is read: `.vtriage.toml` in the current folder, `.vtriage.toml` at the root of
+the git work tree the current folder is in, and the user's own `$XDG_CONFIG_HOME/vtriage/config.toml`
+(`~/.config/vtriage/config.toml`). Other parent folders are not searched: a file anyone could leave in
+/tmp or a shared mount would change verdicts and CI gates. A file another user owns (root excepted) or that
+others may write is skipped with a warning. `--config PATH` names one (used even so, with the warning),
+`--no-config` skips them all. A suppressed rule is still
 evaluated and listed as SUPPRESSED; it just never decides the verdict (see triage/decide/engine.py).
 """
 from __future__ import annotations
 
 import datetime as dt
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .. import tomlread
 from ..errors import ConfigError, did_you_mean
@@ -38,17 +44,78 @@ class Config:
     runbook_url: str | None = None
 
 
-def find_config(start: Path, home: Path) -> Path | None:
-    """The nearest .vtriage.toml from `start` upwards; the git root and the home directory end the search."""
-    here = start.resolve()
-    home = home.resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / CONFIG_NAME
-        if candidate.is_file():
-            return candidate
-        if (folder / ".git").exists() or folder == home:
-            return None
+USER_CONFIG = Path("vtriage") / "config.toml"     # under $XDG_CONFIG_HOME, or ~/.config
+MAX_CONFIG_BYTES = 1 << 20                        # a team's config is a few lines; read no more than this
+
+
+def git_root(start: Path) -> Path | None:
+    """The folder holding `.git` (a folder, or a worktree's file) at or above `start`; git is not run."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
     return None
+
+
+def user_config(env: Mapping[str, str], home: Path) -> Path:
+    """The user's own config; a relative XDG_CONFIG_HOME is ignored, as the XDG spec says."""
+    base = env.get("XDG_CONFIG_HOME", "")
+    return (Path(base) if base and Path(base).is_absolute() else home / ".config") / USER_CONFIG
+
+
+def config_candidates(cwd: Path, env: Mapping[str, str], home: Path) -> list[Path]:
+    """Where a config is looked for, first found first used."""
+    here = cwd.absolute()
+    found = [here / CONFIG_NAME]
+    root = git_root(here)
+    if root is not None and root != here:
+        found.append(root / CONFIG_NAME)
+    found.append(user_config(env, home))
+    return found
+
+
+def distrust(path: Path, euid: int | None) -> str | None:
+    """Why `path` must not be trusted, or None: another user (root excepted) owns it, or others may write it
+    or, without the sticky bit, replace it in its folder."""
+    info = path.stat()
+    if euid is not None and info.st_uid not in (euid, 0):
+        return f"owned by uid {info.st_uid}, not by you (uid {euid}) or root"
+    if info.st_mode & stat.S_IWOTH:
+        return f"writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+    if info.st_mode & stat.S_IWGRP:
+        return f"writable by its group (mode {stat.S_IMODE(info.st_mode):o})"
+    folder = path.parent.stat()
+    if folder.st_mode & stat.S_IWOTH and not folder.st_mode & stat.S_ISVTX:
+        return f"its folder {path.parent} is writable by anyone (no sticky bit)"
+    return None
+
+
+def distrust_warning(path: Path, why: str, skipped: bool) -> str:
+    fix = "chown it to yourself" if why.startswith("owned") else \
+        f"chmod o-w {path.parent}" if why.startswith("its folder") else f"chmod go-w {path}"
+    if skipped:
+        return f"{path}: ignored: {why} (hint: {fix}, or pass --config {path} to use it anyway)"
+    return f"{path}: {why}; used because --config names it (hint: {fix})"
+
+
+def effective_uid() -> int | None:
+    return os.geteuid() if hasattr(os, "geteuid") else None
+
+
+def find_config(cwd: Path, env: Mapping[str, str], home: Path) -> tuple[Path | None, tuple[str, ...]]:
+    """The config to use and a warning for each one skipped as untrusted."""
+    warnings: list[str] = []
+    euid = effective_uid()
+    for candidate in config_candidates(cwd, env, home):
+        try:
+            if not candidate.is_file():
+                continue
+            why = distrust(candidate, euid)
+        except OSError:                 # unreadable folder or a file gone: as if it were not there
+            continue
+        if why is None:
+            return candidate, tuple(warnings)
+        warnings.append(distrust_warning(candidate, why, skipped=True))
+    return None, tuple(warnings)
 
 
 def _hint(name: str, known: Iterable[str], fallback: str) -> str:
@@ -91,6 +158,10 @@ def load_config(path: Path, rules: RuleSet, today: dt.date) -> Config:
     """Read and check one config file; every mistake names the file, the key and a hint."""
     where = str(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(where, "(file)", f"is {size / 2**20:.1f} MiB; a config is a few lines",
+                              f"a config holds suppressions and a runbook URL: under {MAX_CONFIG_BYTES >> 10} KiB")
         text = path.read_text(encoding="utf-8")
         raw = tomlread.loads(text)
     except OSError as exc:

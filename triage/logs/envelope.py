@@ -7,9 +7,16 @@ more `Record`s: the message text signatures match against, plus the process, lev
 """
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+
+try:        # Aho-Corasick in Rust: every mark of a batch of lines in one pass
+    import ahocorasick_rs
+except ImportError:         # no wheel for this platform: every line is read the full way
+    ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
 
 Read = TypeVar("Read")          # what a reader ahead of `records` made of some lines (logs/statsrun.py)
 
@@ -43,6 +50,7 @@ _OUTER = (
     # FastChat
     re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| (?:stdout|stderr|[\w.]+) \| (?P<rest>.*)$", re.S),
 )
+_SYSLOG = _OUTER[4]
 _JSON_TEXT_KEYS = ("log", "message", "msg", "MESSAGE", "line")
 _JSON_TIME_KEYS = ("time", "timestamp", "ts", "@timestamp", "asctime")
 
@@ -100,6 +108,8 @@ class Record:
     width: int = 0           # characters on its physical line, as a terminal shows it (for wrap detection)
     wall_time: str | None = None   # the collector's own time (kubectl/docker ISO, syslog), which may carry a year
     repeated: int = 0        # Ray's "[repeated Nx across cluster]": N more actors printed this line
+    anchor_free: bool = False  # its line holds no signature anchor: no signature can match it alone
+    anchor_free_with_next: bool = False     # ... nor its line joined to the next one, as is or with a space
 
     @property
     def continues_previous(self) -> bool:
@@ -343,24 +353,170 @@ def plain_record(number: int, raw: str) -> Record | None:
                   len(raw), None)
 
 
-def records(lines: Iterable[tuple[int, str] | Read]) -> Iterator[Record | Read]:
+# What the envelope reads in an ASCII line besides its plain text, as literals: a line holding none of them (and no
+# anchor) is its own message, and reading it needs no pattern (`unmarked_record`). Each is a superset of what a
+# pattern above needs: a collector's wrapper at the line's start (JSON, an ISO time, CI's `[ISO]`, DJL's
+# `[LEVEL`; "\n" marks a line's start in the joined batch), colour codes and their remnants (an escape, `^[`, its
+# escaped forms, `<digit>m`), a carriage return, a process group or a cut one (`pid=`), torch's rank, the logger
+# prefix and its cut form (a level word then two digits and a dash, or a colon; `.py:`), a host program's logging
+# (`vllm`) and Ray's repeat marker. A `|` (docker-compose, CI, FastChat) matters only where _PIPED says so. The
+# patterns' \d and \s take other scripts' digits and spaces too: a line that is not ASCII is read the full way.
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_DIGIT_CHARS = "0123456789"
+PIPE = "|"
+ENVELOPE_MARKS = (
+    "\n{", *(f"\n{d}" for d in _DIGIT_CHARS), *(f"\n[{d}" for d in _DIGIT_CHARS),
+    *(f"\n[{level}" for level in ("INFO", "WARN", "ERROR", "DEBUG")),
+    "\x1b", "^[", "\\u001b", "\\u001B", "\\x1b", "\\x1B", "\\033", "\\e", *(f"{d}m" for d in _DIGIT_CHARS),
+    "\r", "pid=", "[rank", ".py:", "vllm", "across cluster]",
+    *(f"{level}:" for level in _LEVELS),
+    *(f"{level} {d}{e}-" for level in _LEVELS for d in _DIGIT_CHARS for e in _DIGIT_CHARS),
+    PIPE,
+)
+# Where a `|` makes a wrapper: docker-compose's service, CI's and FastChat's prefixes, at the line's start.
+_PIPED = re.compile(r"[A-Za-z0-9][\w.-]*\s+\||\s{0,4}\||(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \|")
+# What a syslog line's message may start with that the envelope would unwrap again.
+_INNER_WRAPPER = re.compile(rf"\{{|{_ISO_TIME}|\[{_ISO_TIME}\]|\[(?:INFO|WARN|ERROR|DEBUG)|{_PIPED.pattern}|"
+                            rf"{_SYSLOG.pattern[1:]}", re.S)
+BATCH_LINES = 512          # lines searched for the marks in one pass
+
+
+def records(lines: Iterable[tuple[int, str] | Read], anchors: Sequence[str] = ()) -> Iterator[Record | Read]:
     """Turn numbered physical lines into cleaned records, joining lines a collector split. What is not a
-    numbered line (a run of stats lines read already, logs/statsrun.py) is passed on in its place."""
-    return _records_unwrapped(lines, plain_record)
+    numbered line (a run of stats lines read already, logs/statsrun.py) is passed on in its place. Given the
+    signatures' `anchors`, a line holding none of them nor anything the envelope reads is made a record of in one
+    step, marked `anchor_free` (and `anchor_free_with_next` where no anchor spans it and the next line either)."""
+    marks = _marks_of(tuple(anchors))
+    return _records_unwrapped(_with_marks(lines, marks), plain_record)
 
 
-def _records_unwrapped(lines: Iterable[tuple[int, str] | Read],
+def unmarked_record(number: int, raw: str, anchor_free: bool = False, with_next: bool = False) -> Record | None:
+    """The record of a line holding none of ENVELOPE_MARKS, as the full way reads it: the line itself, or a
+    syslog line's message with its time; None where that message starts with another wrapper (read the full way).
+    """
+    m = _SYSLOG.match(raw)
+    if m is None:
+        return Record(number, raw, raw, None, None, None, False, False, len(raw), None, 0, anchor_free, with_next)
+    message = m["rest"]
+    if _INNER_WRAPPER.match(message):
+        return None
+    when = m["time"]
+    return Record(number, message, message, None, None, when, False, True, len(raw), when, 0, anchor_free, with_next)
+
+
+@dataclass(frozen=True)
+class _Marks:
+    """The searches of a batch of lines: `marks` for ENVELOPE_MARKS and the anchors, `anchors` for the anchors alone
+    (None, None without the wheel; `anchors` None too when there are none or one holds a newline, which no line
+    does: then no line is called anchor free)."""
+
+    marks: Any
+    anchors: Any
+    pipe: int = -1          # PIPE's index among the marks, -1 where an anchor holds a `|` (then a `|` marks a line)
+
+
+@functools.lru_cache(maxsize=4)
+def _marks_of(anchors: tuple[str, ...]) -> _Marks:
+    """Built once per set of anchors (a few milliseconds). The search reports matches that do not overlap: a `|`
+    found could hide an anchor holding one, so a `|` is weighed apart only where no anchor holds one."""
+    if ahocorasick_rs is None:
+        return _Marks(None, None)
+    usable = bool(anchors) and not any("\n" in anchor for anchor in anchors)
+    pipe = -1 if any(PIPE in anchor for anchor in anchors) else ENVELOPE_MARKS.index(PIPE)
+    return _Marks(ahocorasick_rs.AhoCorasick([*ENVELOPE_MARKS, *(anchors if usable else ())]),
+                  ahocorasick_rs.AhoCorasick(list(anchors)) if usable else None, pipe)
+
+
+_Marked = tuple[tuple[int, str], bool, bool, bool]      # a line, unmarked, anchor free, anchor free with the next
+
+
+def _with_marks(lines: Iterable[tuple[int, str] | Read], marks: _Marks) -> Iterator[_Marked | Read]:
+    """Each line with what the batch search found (`_marked`); anything else passed on as it is. The lines are
+    searched BATCH_LINES at a time."""
+    batch: list[tuple[int, str]] = []
+    for item in lines:
+        if isinstance(item, tuple):
+            batch.append(item)
+            if len(batch) < BATCH_LINES:
+                continue
+            yield from _marked(batch, marks)
+            batch = []
+        else:
+            yield from _marked(batch, marks)
+            batch = []
+            yield item
+    yield from _marked(batch, marks)
+
+
+def _marked(batch: list[tuple[int, str]], marks: _Marks) -> list[_Marked]:
+    """Which lines of the batch hold none of the marks, in one search over their text joined; of those, where the
+    anchors are among the marks, which hold no anchor joined to the next line either (`_clear_spans`). The batch's
+    last line is not known with the next."""
+    if not batch:
+        return []
+    if marks.marks is None:
+        return [(item, False, False, False) for item in batch]
+    texts = [text for _, text in batch]
+    joined = "\n" + "\n".join(texts)
+    starts = _starts(texts, 1, 1)       # after the newline that leads each line
+    found = marks.marks.find_matches_as_indexes(joined) if joined.isascii() else None
+    if found is None:
+        unmarked = [text.isascii() for text in texts]
+        if not any(unmarked):
+            return [(item, False, False, False) for item in batch]
+        found = marks.marks.find_matches_as_indexes(joined.encode("ascii", "replace").decode())   # each in its place
+    else:
+        unmarked = [True] * len(batch)
+    next_start = 0          # a match ending before this is in a line marked already
+    for word, _, end in found:
+        if end - 1 >= next_start:       # the match's last character decides its line: "\n{" is the next line's
+            line = bisect.bisect_right(starts, end - 1) - 1
+            if word == marks.pipe and not _PIPED.match(texts[line]):
+                continue        # a `|` no wrapper reads: the line's other marks may still mark it
+            unmarked[line] = False
+            next_start = starts[line + 1] if line + 1 < len(starts) else end
+    free = marks.anchors is not None
+    with_next = [free and flag for flag in unmarked]
+    with_next[-1] = False
+    if free and any(with_next):
+        _clear_spans(with_next, [text if flag else "\n" for text, flag in zip(texts, unmarked)], marks.anchors)
+    return [(item, flag, free and flag, together) for item, flag, together in zip(batch, unmarked, with_next)]
+
+
+def _clear_spans(with_next: list[bool], pieces: list[str], anchors: Any) -> None:
+    """Mark False in `with_next` each line whose end an anchor may span when the lines are joined as is or with a
+    space. `pieces`: the lines, those holding an anchor or a mark as a newline, which no anchor holds: so an anchor
+    found in them joined spans two lines free of anchors (or a line and the space after it)."""
+    for glue in ("", " "):
+        starts = _starts(pieces, len(glue))
+        for _, start, end in anchors.find_matches_as_indexes(glue.join(pieces), overlapping=True):
+            for line in range(bisect.bisect_right(starts, start) - 1, bisect.bisect_right(starts, end - 1)):
+                with_next[line] = False
+
+
+def _starts(texts: list[str], gap: int, first: int = 0) -> list[int]:
+    """Where each text starts in them joined with `gap` characters between, the first at `first`."""
+    starts = []
+    at = first
+    for text in texts:
+        starts.append(at)
+        at += len(text) + gap
+    return starts
+
+
+def _records_unwrapped(lines: Iterable[_Marked | Read],
                        plain: Callable[[int, str], Record | None] = lambda number, raw: None
                        ) -> Iterator[Record | Read]:
-    """`records`, with `plain` reading the common shape in one step (None: every line the full way)."""
+    """`records` over lines marked as `_with_marks` marks them, with `plain` reading the common shape in one step
+    (None: every line the full way)."""
     pending: tuple[int, str] | None = None      # a partial line (docker 16 KiB split, CRI "P")
-    for item in lines:
-        if not isinstance(item, tuple):
-            yield item
+    for marked in lines:
+        if not isinstance(marked, tuple):
+            yield marked
             continue
-        number, raw = item
+        (number, raw), unmarked, anchor_free, with_next = marked
         if pending is None:
-            rec = plain(number, raw)
+            rec = unmarked_record(number, raw, anchor_free, with_next) if unmarked else plain(number, raw)
             if rec is not None:
                 yield rec
                 continue

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..model import CoverageGroup, InputSummary, LogEvent, SourceRef
-from ..redact import Redactor, clip
+from ..redact import LineContext, Redactor, clip
 from ..sources.files import LineBlock, LineReader, line_blocks, numbered_lines
 from ..vocabulary import KV_SATURATED, PHASE_RANK, STATS_PEAKS
 from .envelope import Record, records
@@ -63,7 +63,7 @@ class LogParse:
             raise RuntimeError(f"{self.name}: the parse is not finished; iterate every event first")
         summary = InputSummary(path=self.name, kind="log", lines_read=self.lines_read,
                                lines_recognised=self._coverage.recognised, vllm_lines=self._coverage.vllm)
-        groups = [CoverageGroup(level=lv, template=self._redactor.text(t), count=c, example=ref)
+        groups = [CoverageGroup(level=lv, template=t, count=c, example=ref)      # masked as read, and in the Report
                   for (lv, t), (c, ref) in self._coverage.groups.items()]
         groups.sort(key=lambda g: (-g.count, g.level, g.template))
         return ParseResult(summary, tuple(groups), tuple(self.warnings))
@@ -141,6 +141,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
     signatures, redactor, coverage, name = parse._signatures, parse._redactor, parse._coverage, parse.name
     budget = parse.budget
     in_traceback: dict[str | None, bool] = {}
+    context = LineContext() if redactor.enabled else None
 
     def counted(blocks: Iterable[LineBlock]) -> Iterator[LineBlock]:
         for block in blocks:
@@ -154,7 +155,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         lines = fold_runs(blocks, signatures, redactor, name, STATS_CAP, restarts)
     else:
         lines = numbered_lines(blocks)
-    stream = records(lines)
+    stream = records(lines, sorted({sig.anchor for sig in signatures.signatures}))
     lookahead: list[Record | StatsRun] = []
 
     def next_record() -> Record | StatsRun | None:
@@ -183,7 +184,7 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             continue
         message = rec.message
         last_line = rec.line
-        hits = signatures.match(message, budget) if message else []
+        hits = signatures.match(message, budget) if message and not rec.anchor_free else []
         # A terminal or pager may have wrapped a long line. Take the next line as its tail when a
         # signature then matches across the break or pulls out more fields, or when the lines are
         # cut at one fixed width (every piece but the last exactly as wide as the first).
@@ -201,6 +202,8 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             nxt = peek()
             if nxt is None or isinstance(nxt, StatsRun) or nxt.line != last_line + 1 or not nxt.continues_previous:
                 break
+            if joined == 0 and rec.anchor_free_with_next and nxt.anchor_free:
+                break       # no anchor in the two lines joined, as is or with a space: no signature matches them
             fixed_width = (rec.vllm_prefix and width >= MIN_WRAP_CANDIDATE and segment == width
                            and (joined > 0 or nxt.width == width))
             candidate = message + nxt.message
@@ -235,9 +238,10 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         coverage.mark(rec.line, last_line, recognised=recognised, vllm=from_vllm)
         if hits and any(h[0].bulk for h in hits):
             hits = [h for h in hits if not h[0].bulk]   # request traffic: recognised, never an event
+        offset = len(rec.text) - len(message)
+        known = [(kind, a + offset, b + offset) for kind, a, b in context.spans(message)] if context else []
         if hits:
-            redacted, to_redacted = redactor.redact_mapped(rec.text)
-            offset = len(rec.text) - len(message)
+            redacted, to_redacted = redactor.redact_mapped(rec.text, known)
             for sig, fields, (start, end) in hits:
                 text, span = clip(redacted, (to_redacted(start + offset), to_redacted(end + offset)),
                                   MAX_EVIDENCE_CHARS)
@@ -249,8 +253,11 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         elif not traceback_body and rec.level in ("WARNING", "ERROR", "CRITICAL") and message.strip():
             # Only the start of the line is shown: redact that much (and enough after it for any secret
             # that starts inside it), not a hostile megabyte.
-            text, _ = clip(redactor.text(rec.text[:REDACT_WINDOW]), None, MAX_EVIDENCE_CHARS)
-            coverage.unrecognised(rec.level, redactor.text(message[:REDACT_WINDOW]), SourceRef(name, rec.line, text))
+            shown = [(kind, a, min(b, REDACT_WINDOW)) for kind, a, b in known if a < REDACT_WINDOW]
+            text, _ = clip(redactor.text(rec.text[:REDACT_WINDOW], shown), None, MAX_EVIDENCE_CHARS)
+            in_message = [(kind, a - offset, b - offset) for kind, a, b in shown if a >= offset]
+            coverage.unrecognised(rec.level, redactor.text(message[:REDACT_WINDOW], in_message),
+                                  SourceRef(name, rec.line, text))
     slow = budget.warning(name)
     if slow:
         parse.warnings.append(slow)

@@ -14,20 +14,16 @@ wrapped tail or a collector's partial line) goes the usual way. What does change
 groups the intervals past its cap: it merges these runs pairwise where it would have merged single lines
 pairwise, so its peaks, sums and counts are the same but a figure read per merged interval (the median of
 running requests while the cache was full, the timeline's points) is taken over other groups.
-The lines are taken BATCH_LINES at a time and every test runs over the batch in C (map, compress). A
-line is matched once per digit form (the line with its digits read as 0s; a stats log's lines take a
-few hundred forms): the shapes read every digit alike, so a form's other lines are cut by the slices of
-its first line's groups, and whether another anchor occurs is answered once per form too. A run's summed figures
-(peaks, sums, the saturated intervals) are read straight from its lines' texts by each form's spans, in C
-(_statsfold.c; `_figures_in_python` gives the same where it was not built, or for a text it leaves alone).
-tests/test_properties.py checks the folded event against merge_stats over the parser's own events.
+The lines are taken BATCH_LINES at a time. A line is matched once per digit form (the line with its digits
+read as 0s; a stats log's lines take a few hundred forms): the shapes read every digit alike, so a form's other
+lines are cut by the slices of its first line's groups, and whether another anchor occurs is answered once per
+form too. A run's summed figures (peaks, sums, the saturated intervals) are read a column at a time from those
+slices (`_figures`). tests/test_properties.py checks the folded event against merge_stats over the parser's own events.
 Pure functions over the lines; the pipeline decides when to fold: not inside a time window, whose edges
 fall between lines, nor with several logs, which are interleaved by their lines' times.
 """
 from __future__ import annotations
 
-import array
-import collections
 import functools
 import itertools
 import operator
@@ -38,15 +34,16 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from ..model import LogEvent, SourceRef
 from ..redact import Redactor
 from ..sources.files import LineBlock, numbered_lines
-from ..sources.scan import digit_forms
+from ..sources.scan import DIGITS_AS_ZERO, digit_forms
 from ..vocabulary import KV_SATURATED
 from .envelope import process_label
-from .signatures import SignatureSet, StatsLineShape, answer_new_keys
+from .signatures import SignatureSet
+from .stats_shapes import StatsLineShape, answer_new_keys
 
-try:
-    from . import _statsfold
-except ImportError:     # not built here (no compiler): the figures are taken in Python
-    _statsfold = None  # type: ignore[assignment]  # checked before use
+try:        # Aho-Corasick in Rust: a batch's text searched for several words in one pass
+    import ahocorasick_rs
+except ImportError:         # no wheel for this platform: one `in` per word
+    ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
 
 # Lines per folded event. A run's event costs some 150k instructions end to end (made, numbered, merged): at 32
 # lines a 200k-line stats log spent a fifth of its instructions on them, at 64 a tenth. Past the cap the parser
@@ -65,8 +62,6 @@ _NAME_PID = operator.itemgetter(0, 1)
 _START = operator.attrgetter("start")
 _SHAPE = operator.attrgetter("shape")
 _ROW = operator.attrgetter("row")
-_CUTS = operator.attrgetter("cuts")
-_KEY_CUTS = operator.attrgetter("key_cuts")
 _SUMMED = operator.attrgetter("summed")
 _IN_RUNS, _ALONE = 1, 2          # `_foldable`'s marks: lines read into runs, lines read each as its own event
 _MARKED = re.compile(b"\x01+|\x02+")
@@ -106,8 +101,6 @@ class _Template:
     when: Callable[[str], tuple[str, str]]      # the date and the time
     fields: Callable[[str], tuple[str, ...]]    # the groups of shape.field_plan
     summed: Callable[[str], tuple[str, ...]]    # the groups of shape.summed_plan
-    cuts: bytes                                 # where those groups are: start, end, start... (native ints)
-    key_cuts: bytes                             # where the name, pid and file are, as `cuts` says
 
     @classmethod
     def of(cls, shape: StatsLineShape, m: Any) -> _Template:
@@ -118,8 +111,7 @@ class _Template:
             return operator.itemgetter(*(slice(*m.span(group)) for group in groups))
         summed = [field for field, _, _ in shape.summed_plan]
         return cls(shape, m.start("at"), shape.span(m), m["level"], cut("name", "pid", "file"), cut("date", "time"),
-                   cut(*(field for field, _ in shape.field_plan)), cut(*summed),
-                   _packed(m, summed), _packed(m, ["name", "pid", "file"]))
+                   cut(*(field for field, _ in shape.field_plan)), cut(*summed))
 
 
 def fold_runs(blocks: Iterable[LineBlock], signatures: SignatureSet, redactor: Redactor, name: str,
@@ -177,7 +169,8 @@ class _Folder:
         self.may_hold_digit_anchor: dict[bytes, bool] = {}      # by digit form: an anchor with digits may occur
         # An anchor with digits occurs in a line only where its own digit form occurs in the line's.
         self.may_hold_digit = functools.partial(
-            _holds_any, tuple(digit_forms([anchor.encode() for anchor in signatures.digit_anchors]) or ()))
+            _holds_any, tuple(anchor.encode().translate(DIGITS_AS_ZERO) for anchor in signatures.digit_anchors))
+        self.holds_digit_anchor = _WordSearch(signatures.digit_anchors)
 
     def fold(self, numbers: list[int], texts: list[str], decided: int) -> list[_Item | StatsRun]:
         """The first `decided` lines of the window (`numbers` and `texts`, in step), numbered, with runs of foldable
@@ -244,8 +237,10 @@ class _Folder:
         found = list(map(self.templates.__getitem__, forms))
         # The lines of the forms that cannot hold an anchor with digits need no search.
         answer_new_keys(self.may_hold_digit_anchor, forms, forms, self.may_hold_digit)
-        maybe = itertools.compress(held, map(self.may_hold_digit_anchor.__getitem__, forms))
-        digit_free = not any(anchor in line for line in maybe for anchor in self.signatures.digit_anchors)
+        # One search of the batch's text for each such anchor (a stats line's date holds `-0`, the form of `-9`):
+        # joined by newlines, which an anchor holding one could match across, answering "may" where it may not.
+        maybe = "\n".join(itertools.compress(held, map(self.may_hold_digit_anchor.__getitem__, forms)))
+        digit_free = not self.holds_digit_anchor(maybe)
         return _scattered(holding, found), _scattered(holding, forms) if digit_free else None
 
     def _as_met(self, forms: list[bytes]) -> list[bytes]:
@@ -499,21 +494,10 @@ _Figures = tuple[tuple[Any, ...], tuple[Any, ...], float, int, int, int]
 
 
 def _figures(shape: StatsLineShape, texts: list[str], templates: list[_Template]) -> _Figures:
-    """What `merge_stats` makes of a run's summed fields (`_statsfold.figures` says what each is): compiled where
-    _statsfold.c was built and the run reads as the converters read it, else `_figures_in_python`."""
-    kinds = shape.summed_kinds
-    if _statsfold is not None and kinds is not None:
-        place = shape.summed_place
-        got = _statsfold.figures(texts, list(map(_CUTS, templates)), kinds, place.get("kv_usage", -1),
-                                 place.get("waiting", -1), place.get("swapped", -1), KV_SATURATED)
-        if got is not None:
-            return got
-    return _figures_in_python(shape, texts, templates)
-
-
-def _figures_in_python(shape: StatsLineShape, texts: list[str], templates: list[_Template]) -> _Figures:
-    """`_statsfold.figures` in Python: the summed fields converted as the signature converts them, a column at a
-    time."""
+    """What `merge_stats` makes of a run's summed fields: each field's peak and sum (None where no line has it),
+    the sum of the KV usage, the line of the fullest cache (the last of equal ones), the intervals where the cache
+    was full, and those where it was full with requests queued. The fields are converted as the signature converts
+    them, a column at a time."""
     count = len(texts)
     columns = zip(*map(operator.call, map(_SUMMED, templates), texts))
     values: dict[str, list[Any]] = {}
@@ -536,18 +520,26 @@ def _figures_in_python(shape: StatsLineShape, texts: list[str], templates: list[
     return tops, sums, sum(kv), best, sum(full), sum(map(operator.and_, full, queued))
 
 
-def _packed(m: Any, groups: Sequence[str]) -> bytes:
-    """Where each group of a match is, start and end, as native ints (a group that took no part: -1 and -1)."""
-    return array.array("i", itertools.chain.from_iterable(map(m.span, groups))).tobytes()
-
-
 def _rows(texts: list[str], templates: list[Any]) -> list[Any]:
-    """Each stats line's name, pid and file (every line has a template). Where every line has the first line's
-    (compared in C), the lines share its row, so that the steps that ask whether a batch is of one process see it
-    by identity (a row apiece made `list.count` compare three strings a line)."""
-    if _statsfold is not None and _statsfold.alike(texts, list(map(_KEY_CUTS, templates))):
-        return [templates[0].row(texts[0])] * len(texts)
-    return list(map(operator.call, map(_ROW, templates), texts))
+    """Each stats line's name, pid and file (every line has a template)."""
+    return [template.row(text) for template, text in zip(templates, texts)]
+
+
+class _WordSearch:
+    """Whether a text holds any of `words`: one Aho-Corasick pass where the wheel is installed (a batch of stats lines
+    is some 120 KB, which `in` reads once per word), else one `in` per word."""
+
+    def __init__(self, words: Sequence[str]) -> None:
+        self.words = tuple(words)
+        self.automaton = ahocorasick_rs.AhoCorasick(list(self.words)) if ahocorasick_rs and self.words else None
+
+    def __call__(self, text: str) -> bool:
+        if self.automaton is not None:
+            try:
+                return bool(self.automaton.find_matches_as_indexes(text))
+            except UnicodeEncodeError:      # a lone surrogate: not UTF-8
+                pass
+        return any(word in text for word in self.words)
 
 
 def _holds_any(anchors: tuple[bytes, ...], form: bytes | None) -> bool:
@@ -606,8 +598,9 @@ def _holes(chosen: list[bool]) -> list[int]:
 
 
 def _put(target: Any, indexes: Iterable[int], values: Iterable[Any]) -> None:
-    """target[i] = v for each index and value in step, the loop in C."""
-    collections.deque(map(target.__setitem__, indexes, values), maxlen=0)
+    """target[i] = v for each index and value in step."""
+    for index, value in zip(indexes, values):
+        target[index] = value
 
 
 def _peak(values: list[Any]) -> Any:

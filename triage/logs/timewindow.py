@@ -14,7 +14,7 @@ ISO time. Each recognised record gets one time, in this order:
 A window that starts after the server started keeps that startup's settings lines (version, args,
 engine config, weights, KV cache size) as context, so `--since 1h` on a server up for a week still
 knows its model, max_model_len and KV cache; failures and serving records outside it are dropped.
-This module hands back the records before the window; logparse.startup_context, which knows where a
+This module hands back the records before the window; parse.startup_context, which knows where a
 startup begins, picks the context from them.
 
 The window's own times: a duration (`90s`, `30m`, `1h`, `2d`, `1h30m`) is measured back from the
@@ -195,7 +195,7 @@ def apply_window(logs: Sequence[tuple[str, list[LogEvent]]], samples: Sequence[M
     """Keep the log records (per input: its name and events) and timestamped metric samples inside
     the window; say what was kept. Per input: (the records before the window, the records inside), the
     first only when the second is not empty: the startup context is taken from it by whoever cuts startups
-    (logparse.startup_context), and counted into the window's `context_events` there."""
+    (parse.startup_context), and counted into the window's `context_events` there."""
     per_input = [resolve_times(events, now) for _, events in logs]
     log_times = [t for times, _ in per_input for t in times if t is not None]
     # Where the metrics end is vLLM's samples' to say: another series in a body may carry a later time of its own

@@ -9,7 +9,7 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Mapping
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 import regex
 import requests
@@ -65,6 +65,18 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
+def origin(url: str) -> tuple[str, str, int | None]:
+    """Scheme, host and port: what must stay the same for --header values to be sent (127.0.0.1 and
+    localhost are two hosts, as in a browser)."""
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    try:
+        port = parts.port or default
+    except ValueError:
+        port = None
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
 def _check_url(url: str) -> None:
     try:
         parts = urlsplit(url)
@@ -88,7 +100,7 @@ def get(url: str, options: HttpOptions, what: str, params: Mapping[str, str] | N
     """
     _check_url(url)
     shown = display_url(url)
-    headers = {"User-Agent": f"vtriage/{__version__}", **options.headers}
+    headers = {"User-Agent": f"vtriage/{__version__}"}
     allowed = options.connect_timeout + options.read_timeout
     own = session is None
     client = session or requests.Session()
@@ -145,10 +157,25 @@ def get(url: str, options: HttpOptions, what: str, params: Mapping[str, str] | N
 
 def _answer(client: requests.Session, url: str, params: Mapping[str, str] | None, headers: Mapping[str, str],
             options: HttpOptions, shown: str, what: str) -> requests.Response:
-    """The status line and headers; the body is left to `_body`."""
+    """The status line and headers; the body is left to `_body`.
+
+    Redirects are followed here rather than by requests: requests drops only Authorization on the way to
+    another host, and --header carries any credential (X-Api-Key, Cookie, ...). The user's headers go only
+    to the origin (scheme, host, port) the user named.
+    """
+    home = origin(url)
+    target, query = url, params
     try:
-        return client.get(url, params=params, headers=headers, verify=options.verify, stream=True,
-                          timeout=(options.connect_timeout, options.read_timeout))
+        for _ in range(MAX_REDIRECTS + 1):
+            sent = {**headers, **options.headers} if origin(target) == home else dict(headers)
+            response = client.get(target, params=query, headers=sent, verify=options.verify, stream=True,
+                                  timeout=(options.connect_timeout, options.read_timeout), allow_redirects=False)
+            location = client.get_redirect_target(response)
+            if location is None:
+                return response
+            response.close()
+            target, query = urljoin(response.url, location), None   # the query is already in the new URL
+        raise requests.exceptions.TooManyRedirects()
     except requests.exceptions.SSLError:
         raise InputError(shown, "TLS certificate verification failed",
                          "pass the server's CA with --ca-cert FILE, or --insecure to skip verification") from None

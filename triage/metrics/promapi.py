@@ -8,6 +8,7 @@ answer small. Network only through triage/metrics/httpget.py.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -164,7 +165,7 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
     endpoint = base_url.rstrip("/") + "/api/v1/query_range"
     extra = f",{matchers}" if matchers else ""
     levels, level_warnings = _query(endpoint, "{" + _names_matcher(LEVEL_NAMES) + extra + "}", window, window.step,
-                                    options)
+                                    options, "the query for vLLM's gauges and counters")
     if not any(canonical_name(m.get("__name__", "")).startswith("vllm:") for m, _ in levels):
         raise InputError(display_url(base_url), f"no vLLM series match {{{matchers}}} from {iso(window.start)} to "
                          f"{iso(window.end)}",
@@ -172,7 +173,8 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
                          "'match[]={__name__=~\"vllm:.+\"}'")
     span = window.end - window.start
     histograms, histogram_warnings = _query(endpoint, "{" + _names_matcher(HISTOGRAM_NAMES) + extra + "}", window,
-                                            span if span > 0 else 1.0, options)
+                                            span if span > 0 else 1.0, options,
+                                            "the query for vLLM's histograms")
     pods = sorted({m["pod"] for m, _ in levels if m.get("pod")
                    and canonical_name(m.get("__name__", "")).startswith("vllm:")})
     gpu_names = _names_matcher(GPU_NAMES)
@@ -181,7 +183,8 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
         gpu_query = (f'{{{gpu_names},exported_pod=~"{regex_pods}"}} or {{{gpu_names},pod=~"{regex_pods}"}}')
     else:
         gpu_query = "{" + gpu_names + extra + "}"
-    gpus, gpu_warnings = _query(endpoint, gpu_query, window, window.step, options)
+    gpus, gpu_warnings = _query(endpoint, gpu_query, window, window.step, options,
+                                "the query for the GPU exporter's series")
     series = levels + histograms + gpus
     times = sorted({t for _, values in series for t, _ in values})
     index = {t: i for i, t in enumerate(times)}
@@ -195,8 +198,9 @@ def fetch(base_url: str, matchers: str, window: Window, options: HttpOptions) ->
     return samples, list(dict.fromkeys(level_warnings + histogram_warnings + gpu_warnings))
 
 
-def _query(endpoint: str, query: str, window: Window, step: float, options: HttpOptions
+def _query(endpoint: str, query: str, window: Window, step: float, options: HttpOptions, label: str
            ) -> tuple[list[tuple[dict[str, str], list[tuple[float, float]]]], list[str]]:
+    """One query_range; `label` names the query in errors (the query itself is a long regex)."""
     shown = display_url(endpoint)
     params = {"query": query, "start": f"{window.start:.3f}", "end": f"{window.end:.3f}", "step": f"{step:g}"}
     response = get(endpoint, options, WHAT, params=params)
@@ -205,25 +209,91 @@ def _query(endpoint: str, query: str, window: Window, step: float, options: Http
     except (ValueError, RecursionError):
         raise InputError(shown, "did not answer JSON: this is not a Prometheus HTTP API",
                          f"give the base URL of {WHAT}") from None
-    if not isinstance(body, dict) or body.get("status") != "success":
-        error = body.get("error", "unknown error") if isinstance(body, dict) else "unexpected answer"
-        raise InputError(shown, f"Prometheus refused the query: {error}",
-                         "check --selector, e.g. '{namespace=\"x\",pod=~\"vllm-.*\"}', and --step")
-    data = body.get("data") or {}
-    if data.get("resultType") != "matrix":
-        raise InputError(shown, f"expected a matrix from query_range, got {data.get('resultType')!r}",
-                         f"give the base URL of {WHAT}")
-    result = data.get("result") or []
-    if len(result) > MAX_SERIES:
-        raise InputError(shown, f"answered with {len(result):,} series (at most {MAX_SERIES:,} are read)",
-                         "select fewer: --selector '{namespace=\"x\",pod=~\"vllm-.*\"}', --job, --instance")
+    series, warnings = _checked_matrix(body, f"{shown} ({label})")
     out = []
-    for item in result:
+    for metric, pairs in series:
         values = []
-        for t, v in item.get("values", []):
+        for t, v in pairs:
             value, when = sample_value(v), sample_time(t)
             if value is not None and when is not None:     # NaN, infinities and absurd figures are unknown
                 values.append((when, value))
         if values:
-            out.append((dict(item.get("metric", {})), values))
-    return out, [f"Prometheus: {w}" for w in body.get("warnings", [])]
+            out.append((metric, values))
+    return out, [f"Prometheus: {w}" for w in warnings]
+
+
+def kind_of(value: object) -> str:
+    """A JSON value's kind in the words an error uses."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "a string" if isinstance(value, str) else type(value).__name__
+
+
+def _shape_error(where: str, what: str) -> InputError:
+    return InputError(where, f"answered query_range with a wrong shape: {what}",
+                      f"is it {WHAT}? Prometheus answers {{\"status\": \"success\", \"data\": {{\"resultType\": "
+                      "\"matrix\", \"result\": [{\"metric\": {...}, \"values\": [[time, \"value\"], ...]}]}}")
+
+
+_KIND_NAMES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+
+
+def _field(container: dict, key: str, kind: type, path: str, where: str) -> Any:
+    if key not in container:
+        raise _shape_error(where, f"{path} is missing")
+    value = container[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise _shape_error(where, f"{path} is {kind_of(value)}, not {_KIND_NAMES[kind]}")
+    return value
+
+
+def _checked_matrix(body: Any, where: str) -> tuple[list[tuple[dict[str, str], list[tuple[Any, Any]]]], list[str]]:
+    """The series of a query_range answer, every part of it checked for the shape Prometheus gives: a wrong
+    one is an error naming the URL, the query and the part that is wrong, never an AttributeError."""
+    if not isinstance(body, dict):
+        raise _shape_error(where, f"the answer is {kind_of(body)}, not an object")
+    status = _field(body, "status", str, "status", where)
+    if status != "success":
+        error = body.get("error", "unknown error")
+        shown = (error if isinstance(error, str) else json.dumps(error))[:300]
+        raise InputError(where, f"Prometheus refused the query: {shown}",
+                         "check --selector, e.g. '{namespace=\"x\",pod=~\"vllm-.*\"}', and --step")
+    data = _field(body, "data", dict, "data", where)
+    result_type = data.get("resultType")
+    if result_type != "matrix":
+        shown_type = result_type[:40] if isinstance(result_type, str) else kind_of(result_type)
+        raise InputError(where, f"expected a matrix from query_range, got {shown_type!r}",
+                         f"give the base URL of {WHAT}")
+    result = _field(data, "result", list, "data.result", where)
+    if len(result) > MAX_SERIES:
+        raise InputError(where, f"answered with {len(result):,} series (at most {MAX_SERIES:,} are read)",
+                         "select fewer: --selector '{namespace=\"x\",pod=~\"vllm-.*\"}', --job, --instance")
+    series = []
+    for i, item in enumerate(result):
+        path = f"data.result[{i}]"
+        if not isinstance(item, dict):
+            raise _shape_error(where, f"{path} is {kind_of(item)}, not an object")
+        metric = _field(item, "metric", dict, f"{path}.metric", where)
+        for name, value in metric.items():
+            if not isinstance(value, str):
+                raise _shape_error(where, f"{path}.metric.{name[:60]} is {kind_of(value)}, not a string")
+        pairs = _field(item, "values", list, f"{path}.values", where)
+        for j, pair in enumerate(pairs):
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str)
+                    and isinstance(pair[0], (int, float)) and not isinstance(pair[0], bool)):
+                raise _shape_error(where, f"{path}.values[{j}] is not a [time, \"value\"] pair: "
+                                          f"{json.dumps(pair)[:80]}")
+        series.append((dict(metric), pairs))
+    warnings = body.get("warnings", [])
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+        raise _shape_error(where, f"warnings is {kind_of(warnings)}, not a list of strings"
+                           if not isinstance(warnings, list) else "warnings is not a list of strings")
+    return series, warnings

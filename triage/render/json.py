@@ -106,6 +106,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "findings": [_finding(f) for f in d.findings],
         "ruled_out": [_ruled_out(r) for r in d.ruled_out],
         "not_assessed": [{"verdict": r.verdict, "reason": r.reason, "missing": list(r.facts)} for r in d.not_assessed],
+        "config": report.config,
         "suppressed": _suppressed(report),
         "fixes": [_fix(f) for f in d.fixes],
         "command": report.command,

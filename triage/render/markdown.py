@@ -206,6 +206,8 @@ def render_markdown(report: Report, **_: Any) -> str:
     runbook = _runbook(report)
     if runbook:
         out += [runbook, ""]
+    out.append(f"Config: {code_span(report.config) if report.config else 'none'}")
+    out.append("")
     out.append(f"Coverage: {prose(coverage_sentence(report))}")
     for group in report.unrecognised[:MAX_UNRECOGNISED]:
         out.append(f"- {group.count:,} × {prose(group.level)} {code_span(_clip(group.template))} "

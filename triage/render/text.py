@@ -182,6 +182,7 @@ def render_text(report: Report, color: bool = False, **_: Any) -> str:
         out.append(s(f"Metrics, {count}{instance_figures(report.metrics_figures)}.", "dim"))
     for inp in report.inputs:
         out.append(s(input_coverage(inp) + ".", "dim"))
+    out.append(s(f"Config: {report.config or 'none'}.", "dim"))
     unrecognised = unrecognised_sentence(report)
     if unrecognised:
         out.append(s(f"{unrecognised}; the largest:", "dim"))

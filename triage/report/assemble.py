@@ -34,7 +34,8 @@ SCHEMA_VERSION = 1
 
 
 def assemble(evidence: Evidence, found: IncidentFacts, decided: Decided, rules: RuleSet,
-             suppressions: tuple[Suppression, ...], runbook_url: str | None, metrics: MetricsRead | None,
+             suppressions: tuple[Suppression, ...], runbook_url: str | None, config_path: str | None,
+             metrics: MetricsRead | None,
              has_logs: bool, warnings: tuple[str, ...], redactions: Mapping[str, int]) -> Report:
     diagnoses = [the_release_has(d) for d in decided.diagnoses]
     metric_inputs = metrics.inputs if metrics else ()
@@ -71,7 +72,8 @@ def assemble(evidence: Evidence, found: IncidentFacts, decided: Decided, rules: 
                   severity=severity(last, rules.classes),
                   heading=rules.classes[last.verdict].heading,
                   runbook=runbook_link(last.verdict, rules, runbook_url),
-                  suppressions=suppressions, window=evidence.window, weights_needed=_weights_needed(last),
+                  suppressions=suppressions, config=config_path, window=evidence.window,
+                  weights_needed=_weights_needed(last),
                   metrics_figures=key_figures(last) if metric_inputs else {})
 
 

@@ -15,14 +15,16 @@ import io
 import itertools
 import operator
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator, Sequence
 
 from ..errors import InputError
 from ..vocabulary import MAX_METRICS_BYTES
 from .scan import BulkPattern, QuietLines, Split
+from .waiting import open_fifo
 
 if TYPE_CHECKING:
     from .workers import Worker
@@ -33,6 +35,13 @@ MAX_LINES = 100_000_000           # lines read per input (a 1 GiB vLLM log has a
 MAX_RATIO = 200                   # decompressed / compressed bytes beyond which a stream is a bomb ...
 RATIO_FLOOR = 64 << 20            # ... once it has given this much (real logs compress 5-50x)
 _SNIFF_BYTES = 64 * 1024
+_UTF16_SNIFF_BYTES = 4096         # BOM-less UTF-16 is told by where its NULs fall in this much
+UTF16_ASCII_SHARE = 0.7           # ... when this share of its 2-byte units is an ASCII character and a NUL
+PADDING_NUL_RUN = 32              # a run of NULs this long is padding; shorter ones are a binary file's bytes
+NUL_RUNS_LISTED = 3               # NUL runs warned of one by one; the rest are counted together
+_NUL_RUN = re.compile(rb"\x00+")
+_LONE_CR = re.compile(rb"\r(?!\n)")
+_TEXT_ASCII = frozenset(range(32, 127)) | frozenset(b"\t\n\r\x1b")
 _MAGIC = (
     (b"\x1f\x8b", "gzip"),
     (b"BZh", "bzip2"),
@@ -68,7 +77,10 @@ def open_log(path: str) -> LogInput:
     if not os.access(path, os.R_OK):
         raise InputError(path, "permission denied", "run as a user who can read it, or copy it")
     try:
-        handle = open(path, "rb")      # a FIFO waits here for its writer, as `cat` would
+        if stat.S_ISFIFO(st.st_mode):  # waits here for its writer, as `cat` would, and says so
+            handle = os.fdopen(open_fifo(path, os.O_RDONLY), "rb")
+        else:
+            handle = open(path, "rb")
     except OSError as exc:
         raise InputError(path, f"cannot read: {(exc.strerror or str(exc)).lower()}") from None
     stream, head = _with_head(handle)
@@ -217,9 +229,15 @@ def _feed(decoder: Any, data: bytes) -> Iterator[bytes]:
 
 
 def _text_bytes(chunks: Iterator[bytes], reading: _Reading) -> tuple[Iterator[bytes], bool]:
-    """The decoded stream as UTF-8, and whether it was transcoded: a UTF-16 log with its BOM
-    (PowerShell's `>`) is, a UTF-8 BOM is dropped. The first 64 KiB are checked for a binary file
-    (or a compressed one that gives nothing) before anything is yielded."""
+    """The decoded stream as UTF-8 lines ended by \\n, without NUL bytes, and whether it is still the file's own
+    bytes (a large plain file is then split by byte ranges, see `_split_in_parallel`).
+
+    UTF-16 is transcoded: with its BOM (PowerShell's `>`), or without one, told by a NUL beside each ASCII character.
+    A UTF-8 BOM is dropped. NUL runs (logrotate's copytruncate, a crash mid-write) are skipped and noted
+    (`_without_nuls`). A log whose first 64 KiB end no line with \\n but some with \\r alone (an old Mac's line
+    ends, a progress bar captured on its own) has its lone \\r read as line ends; in any other log a lone \\r stays
+    inside its line, as vLLM's progress bars redraw one \\n-ended line. The first 64 KiB of text are checked for a
+    binary file (or a compressed one that gives nothing) before anything is yielded."""
     head = b""
     for chunk in chunks:
         head += chunk
@@ -230,27 +248,125 @@ def _text_bytes(chunks: Iterator[bytes], reading: _Reading) -> tuple[Iterator[by
                          "check the file is complete (a bzip2 block cut short is lost whole), "
                          "or decompress it yourself")
     rest: Iterator[bytes] = itertools.chain([head], chunks)
-    transcoded = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
-    if transcoded:
-        decoder = codecs.getincrementaldecoder("utf-16")("replace")
+    codec = "utf-16" if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else _utf16_without_bom(head)
+    if codec:
+        decoder = codecs.getincrementaldecoder(codec)("replace")
         rest = (decoder.decode(chunk, final=not chunk).encode("utf-8") for chunk in itertools.chain(rest, [b""]))
-        head = next(rest, b"")
-        rest = itertools.chain([head], rest)
     elif head.startswith(codecs.BOM_UTF8):
-        head = head[3:]
-        rest = itertools.chain([head], chunks)
-    if _looks_binary(head[:_SNIFF_BYTES]):
+        rest = itertools.chain([head[3:]], chunks)
+    text = _without_nuls(rest, reading)
+    head = b""
+    for chunk in text:
+        head += chunk
+        if len(head) >= _SNIFF_BYTES:
+            break
+    if _looks_binary(head, reading.stray_nuls):
         raise InputError(reading.name, "looks like a binary file, not a text log",
                          "pass the log text (e.g. kubectl logs POD > log.txt); .gz/.bz2/.xz are read directly")
-    return rest, transcoded
+    rest = itertools.chain([head], text)
+    sniffed = min(len(head), _SNIFF_BYTES)
+    cr_ends = head.find(b"\r", 0, sniffed) != -1 and head.find(b"\n", 0, sniffed - 1) == -1
+    if cr_ends:
+        rest = _cr_line_ends(rest)
+    reading.transcoded = bool(codec)
+    return rest, not (codec or cr_ends or reading.nul_runs or reading.compression)
 
 
-def _looks_binary(sample: bytes) -> bool:
-    """Binary, not text: NUL-heavy, or mostly bytes that are neither UTF-8 text nor whitespace."""
+def _utf16_without_bom(head: bytes) -> str | None:
+    """The codec of a UTF-16 log without its BOM, or None: most of its first 2-byte units are an ASCII character and a
+    NUL, the NUL second (little-endian) or first (big-endian). UTF-8 text has no such NULs, padding has two."""
+    sample = head[:_UTF16_SNIFF_BYTES]
+    units = len(sample) // 2
+    if units < 2:
+        return None
+    evens, odds = sample[0:2 * units:2], sample[1:2 * units:2]
+    for codec, chars, nuls in (("utf-16-le", evens, odds), ("utf-16-be", odds, evens)):
+        ascii_units = sum(1 for char, nul in zip(chars, nuls) if nul == 0 and char in _TEXT_ASCII)
+        if ascii_units >= UTF16_ASCII_SHARE * units:
+            return codec
+    return None
+
+
+@dataclass
+class _NulRun:
+    """NUL bytes skipped in a row."""
+
+    at: int | None           # where the run starts in the decoded stream (the file's byte, for a plain file)
+    size: int
+    kept: int                # the text's bytes before it: where it sits among the lines
+    line: int | None = None  # the line it was in, once the lines up to it are counted (`_place_nul_runs`)
+    at_end: bool = False     # nothing but NULs after it
+
+
+def _without_nuls(chunks: Iterable[bytes], reading: _Reading) -> Iterator[bytes]:
+    """The stream without its NUL bytes, each run noted in `reading` (the first NUL_RUNS_LISTED in full).
+
+    A file rotated with logrotate's copytruncate while its writer kept its offset starts with as many NULs as the
+    file held; a crash mid-write leaves a block of NULs where text was to go. A chunk without a NUL (the usual case)
+    passes as it is: one search at memory speed."""
+    at = kept = 0
+    last_end = -1                    # where the last run ended: a run a chunk starts with may continue it
+    for chunk in chunks:
+        if b"\x00" not in chunk:
+            at += len(chunk)
+            kept += len(chunk)
+            yield chunk
+            continue
+        pieces, start = [], 0
+        for run in _NUL_RUN.finditer(chunk):
+            begin, end = run.span()
+            pieces.append(chunk[start:begin])
+            kept += begin - start
+            size = end - begin
+            if size < PADDING_NUL_RUN:
+                reading.stray_nuls += size
+            if at + begin == last_end:
+                _grow_last_nul_run(reading, size)
+            elif len(reading.nul_runs) < NUL_RUNS_LISTED:
+                reading.nul_runs.append(_NulRun(at + begin, size, kept))
+            else:
+                reading.more_nul_runs += 1
+                reading.more_nul_bytes += size
+            last_end, start = at + end, end
+        pieces.append(chunk[start:])
+        kept += len(chunk) - start
+        at += len(chunk)
+        if text := b"".join(pieces):
+            yield text
+    if last_end == at and at and reading.nul_runs and not reading.more_nul_runs:
+        reading.nul_runs[-1].at_end = True
+
+
+def _grow_last_nul_run(reading: _Reading, size: int) -> None:
+    if reading.more_nul_runs:
+        reading.more_nul_bytes += size
+    else:
+        reading.nul_runs[-1].size += size
+
+
+def _cr_line_ends(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Each \\r not followed by \\n made a \\n, byte for byte (a CRLF keeps its \\r, which the reader drops): a
+    chunk's last \\r waits for the next chunk's first byte."""
+    held = b""
+    for chunk in chunks:
+        data = held + chunk if held else chunk
+        held = b""
+        if data.endswith(b"\r"):
+            data, held = data[:-1], b"\r"
+        if data:
+            yield _LONE_CR.sub(b"\n", data)
+    if held:
+        yield b"\n"
+
+
+def _looks_binary(sample: bytes, stray_nuls: int = 0) -> bool:
+    """Binary, not text: NULs outside padding runs (`stray_nuls`, already taken out of `sample`) over 1% of it, or
+    mostly bytes that are neither UTF-8 text nor whitespace in its first 64 KiB."""
+    if stray_nuls > max(8, len(sample) // 100):
+        return True
+    sample = sample[:_SNIFF_BYTES]
     if not sample:
         return False
-    if sample.count(0) > max(8, len(sample) // 100):
-        return True
     text = sample.decode("utf-8", "replace")
     bad = text.count("\ufffd") + sum(1 for ch in text if ch < " " and ch not in "\t\n\r\x1b\x0c\x0b")
     return bad > len(text) * 0.10
@@ -276,6 +392,7 @@ class LinesRead:
     cut_lines: int                # lines longer than MAX_LINE_BYTES, cut
     warnings: tuple[str, ...]
     quiet_lines: int = 0          # DEBUG and INFO lines set aside (see scan.QuietLines), never yielded
+    skipped: tuple[str, ...] = () # the warnings that say what bytes were skipped to read the rest (among `warnings`)
 
 
 @dataclass
@@ -294,6 +411,12 @@ class _Reading:
     cut_lines: int = 0
     damage: str | None = None        # how a compressed stream ended badly (a warning once it is read)
     damage_cuts: bool = False        # ... and whether the lines after that point are lost
+    transcoded: bool = False         # from UTF-16: a byte of the text read is not the input's
+    nul_runs: list[_NulRun] = field(default_factory=list)   # the first NUL runs skipped
+    placed_nul_runs: int = 0         # ... of which the line is known
+    more_nul_runs: int = 0           # runs skipped past those
+    more_nul_bytes: int = 0
+    stray_nuls: int = 0              # NULs in runs too short to be padding (a binary file has many)
     done: bool = False
 
 
@@ -304,7 +427,9 @@ class LineReader:
     """Yield `(line_number, text)` for every line of one input except the bulk and quiet ones (see `scan`), which are
     only counted; iterate it once (or its `blocks()`), then `result()` says what the reading found besides the lines.
 
-    Lines are decoded as UTF-8 with replacement; newlines, a CRLF's `\r` and NUL bytes are dropped;
+    Lines are decoded as UTF-8 with replacement (UTF-16 is transcoded first); newlines, a CRLF's `\r` and NUL
+    bytes are dropped (each run of NULs is warned of, with where it was); a lone `\\r` ends a line only in a log
+    whose first 64 KiB end none with `\\n`;
     a line over MAX_LINE_BYTES is cut; reading stops after MAX_LINES. A compressed stream that is cut
     or corrupt yields every line before the damage and warns where it was.
     A large plain file is split between two worker processes. `progress` is told the bytes read so far.
@@ -330,8 +455,9 @@ class LineReader:
         reading = self._reading
         if not reading.done:
             raise RuntimeError(f"{reading.name}: the reading is not finished; iterate every line first")
-        return LinesRead(reading.lines_read, tuple(reading.bulk_lines), reading.cut_lines, tuple(reading.warnings),
-                         reading.quiet_lines)
+        skipped = _nul_warnings(reading)
+        return LinesRead(reading.lines_read, tuple(reading.bulk_lines), reading.cut_lines,
+                         tuple(reading.warnings) + skipped, reading.quiet_lines, skipped)
 
 
 def line_blocks(lines: Iterable[tuple[int, str]] | LineReader, size: int = 512) -> Iterator[LineBlock]:
@@ -373,18 +499,19 @@ def _read_blocks(inp: LogInput, split: Split, reading: _Reading) -> Generator[Li
     raw, reading.compression = _open_binary(inp)
     try:
         chunks = _decompressed(raw, reading) if reading.compression else iter(lambda: raw.read(BLOCK_BYTES), b"")
-        text, transcoded = _text_bytes(chunks, reading)
-        if reading.path is not None and reading.compression is None and (reading.size or 0) >= PARALLEL_MIN_BYTES \
-                and (os.cpu_count() or 1) > 1 and not transcoded:
+        text, own_bytes = _text_bytes(chunks, reading)
+        if reading.path is not None and own_bytes and (reading.size or 0) >= PARALLEL_MIN_BYTES \
+                and (os.cpu_count() or 1) > 1:
             yield from _split_in_parallel(reading, split)
         else:
             number = 0
             for block in _blocks(text, reading):
                 split = _judged(split, reading, number)
-                numbers, raws, count, tally = split.block(block, number + 1, MAX_LINE_BYTES)
+                numbers, raws, count, tally = split.block(block, number + 1)
                 if (lines := _decoded(numbers, raws, 0, reading)) is not None:
                     yield lines
                 number += count
+                reading.lines_read = number     # where a NUL run the next block holds is placed from
                 _tally(reading, tally)
                 if number > MAX_LINES:
                     number = MAX_LINES
@@ -418,6 +545,8 @@ def _blocks(chunks: Iterable[bytes], reading: _Reading) -> Iterator[bytes]:
         consumed += len(chunk)
         if reading.progress is not None:
             reading.progress(consumed)
+        if reading.placed_nul_runs < len(reading.nul_runs):
+            _place_nul_runs(reading, chunk, consumed)
         if skipping:
             newline = chunk.find(b"\n")
             if newline == -1:
@@ -434,6 +563,41 @@ def _blocks(chunks: Iterable[bytes], reading: _Reading) -> Iterator[bytes]:
             yield block
     if carry:
         yield carry
+
+
+def _place_nul_runs(reading: _Reading, chunk: bytes, consumed: int) -> None:
+    """The line of each NUL run that sat before the end of `chunk` (the text up to `consumed`): the lines of the
+    blocks before it are counted, and the lines in the chunk up to the run."""
+    start = consumed - len(chunk)
+    for run in reading.nul_runs[reading.placed_nul_runs:]:
+        if run.kept > consumed:
+            return
+        run.line = reading.lines_read + chunk.count(b"\n", 0, max(0, run.kept - start)) + 1
+        reading.placed_nul_runs += 1
+
+
+def _nul_warnings(reading: _Reading) -> tuple[str, ...]:
+    """A warning per NUL run skipped (the first NUL_RUNS_LISTED), saying where, how much and the likely cause."""
+    warnings = []
+    name = reading.name
+    for run in reading.nul_runs:
+        skipped = f"skipped {run.size:,} NUL byte{'s' if run.size != 1 else ''}"
+        if run.at == 0 and run.at_end:
+            warnings.append(f"{skipped}: {name} holds nothing else (zeroed by a crash or a rotation?)")
+        elif run.at == 0:
+            warnings.append(f"{skipped} at the start of {name} (log rotated with copytruncate?)")
+        elif run.at_end:
+            warnings.append(f"{skipped} at the end of {name}, after line {reading.lines_read:,} "
+                            "(a crash mid-write, or space allocated ahead?)")
+        else:
+            line = f" in line {run.line:,}" if run.line is not None else ""
+            byte = f", at byte {run.at:,}" if run.at is not None and not (reading.compression or reading.transcoded) \
+                else ""
+            warnings.append(f"{skipped}{line} of {name}{byte} (a crash mid-write, or a rotation?)")
+    if reading.more_nul_runs:
+        warnings.append(f"skipped {reading.more_nul_bytes:,} NUL bytes in {reading.more_nul_runs:,} more place(s) "
+                        f"in {name}")
+    return tuple(warnings)
 
 
 def _split_in_parallel(reading: _Reading, split: Split) -> Iterator[LineBlock]:
@@ -538,12 +702,10 @@ def _let_go(workers: list[Worker]) -> list[Worker]:
     return []
 
 
-def _decoded(numbers: list[int], raws: Sequence[bytes] | Sequence[str], base: int,
-             reading: _Reading) -> LineBlock | None:
+def _decoded(numbers: list[int], raws: Sequence[bytes], base: int, reading: _Reading) -> LineBlock | None:
     """A block's lines to parse, numbered from `base` and decoded, up to MAX_LINES; None when none is left (a block
     may start past MAX_LINES: the count is checked after each block). The usual block (no line too long, no NUL,
-    no carriage return ending a line) is decoded in one step, or came decoded from the compiled split, which
-    decodes only such a block; any other line by line."""
+    no carriage return ending a line) is decoded in one step; any other line by line."""
     if not raws:
         return None
     if base:
@@ -553,9 +715,6 @@ def _decoded(numbers: list[int], raws: Sequence[bytes] | Sequence[str], base: in
         if not kept:
             return None
         numbers, raws = numbers[:kept], raws[:kept]
-    if isinstance(raws[0], str):
-        return numbers, list(cast("Sequence[str]", raws))
-    raws = cast("Sequence[bytes]", raws)
     joined = b"\n".join(raws)
     if max(map(len, raws), default=0) <= MAX_LINE_BYTES and b"\x00" not in joined and (
             b"\r" not in joined or (b"\r\n" not in joined and not joined.endswith(b"\r"))):
@@ -563,16 +722,22 @@ def _decoded(numbers: list[int], raws: Sequence[bytes] | Sequence[str], base: in
         # step, which is each line's decode: a newline is never part of a UTF-8 sequence.
         texts = list(map(bytes.decode, raws)) if joined.isascii() else joined.decode("utf-8", "replace").split("\n")
     else:
-        texts = [_decode(raw, reading) for raw in raws]
+        texts = list(map(_decode, raws, numbers, itertools.repeat(reading)))
     return numbers, texts
 
 
-def _decode(raw: bytes, reading: _Reading) -> str:
+def _decode(raw: bytes, number: int, reading: _Reading) -> str:
     if len(raw) > MAX_LINE_BYTES:
         raw = raw[:MAX_LINE_BYTES]
         reading.cut_lines += 1
-    if b"\x00" in raw:
+    if b"\x00" in raw:       # only where workers split the file: the reader's own stream is without NULs
+        size = raw.count(0)
         raw = raw.replace(b"\x00", b"")
+        if len(reading.nul_runs) < NUL_RUNS_LISTED:
+            reading.nul_runs.append(_NulRun(None, size, 0, number))
+        else:
+            reading.more_nul_runs += 1
+            reading.more_nul_bytes += size
     text = raw.decode("utf-8", "replace")
     return text[:-1] if text.endswith("\r") else text
 

@@ -2,9 +2,8 @@
 
 A busy vLLM server's log is mostly request logging (`Received request ...: prompt: '...'`) and
 uvicorn access lines. Signatures marked `bulk` describe them. Per block of the input, each line's
-first HEAD_WINDOW bytes are searched for the bulk anchors, no decoding: in C where `_bulkscan.c` was
-compiled (a walk over the block that makes an object only of each line it keeps), else in Python (a regex
-search per line, its loop driven from C). Those lines are counted, never parsed, and everything else
+first HEAD_WINDOW bytes are searched for the bulk anchors, no decoding (one regex search a line, and none
+at all in a block that lacks the text every anchor shares). Those lines are counted, never parsed, and everything else
 (startup, stats, warnings, errors, tracebacks) keeps its line number and goes to the parser. Skipping
 request logging is right on its own terms too: a prompt that quotes an error message is not that error.
 Pure functions over bytes; reading and processes live in `sources`.
@@ -12,22 +11,16 @@ Pure functions over bytes; reading and processes live in `sources`.
 from __future__ import annotations
 
 import bisect
-import collections
 import functools
 import itertools
-import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence, cast
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 try:
     import ahocorasick_rs
 except ImportError:      # no wheel for this platform: quiet lines are parsed like any other
     ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
-try:
-    from . import _bulkscan
-except ImportError:      # not compiled (no compiler where it was installed): the same split in Python
-    _bulkscan = None  # type: ignore[assignment]  # checked before use
 
 HEAD_WINDOW = 240          # a bulk line's anchor sits near its start; past that it is prompt text
 QUIET_MAX_BYTES = 4096     # a longer line is parsed (the reader cuts lines far longer; noise is short)
@@ -43,11 +36,6 @@ class BulkPattern:
     regex: re.Pattern[bytes]
     needle: bytes               # in every anchor: a block without it holds no bulk line (b"": no such piece)
     anchors: tuple[bytes, ...]
-
-    @property
-    def terms(self) -> tuple[bytes, ...]:
-        """The needle, then the anchors: the pattern as the compiled split takes it."""
-        return (self.needle, *self.anchors)
 
 
 def bulk_pattern(anchors: Iterable[bytes]) -> BulkPattern:
@@ -104,40 +92,30 @@ class QuietLines:
     head: re.Pattern[bytes]
     stops: tuple[bytes, ...]
 
-    def mask(self, non_empty: bytes, indexes: list[int], rest: list[bytes]) -> bytes:
-        """A byte for each line of `rest` (the block's lines at `indexes` that no bulk pattern claimed), 1 where the
-        line is quiet; `non_empty` has a byte per line of the block, 1 where the line is not empty. Compiled where
-        _bulkscan.c was built (`_bulkscan.quiet_mask`: 1,550 instructions a line of the bench's DEBUG log, the
-        Aho-Corasick search of the stops 680 of them, where `_mask_in_python` takes 6,650), else in Python; the
-        same answers (tests/test_properties.py)."""
-        if _bulkscan is not None:
-            return _bulkscan.quiet_mask(rest, indexes, non_empty, self.prefix_end, QUIET_MAX_BYTES,
-                                        _digit_stop_forms(self.stops), _automaton(self.stops).find_matches_as_indexes)
-        return bytes(self._mask_in_python(non_empty, indexes, rest))
+    def mask(self, lines: list[bytes], places: list[int], rest: list[bytes]) -> list[bool]:
+        """For each line of `rest` (the lines of the block `lines` at `places` that no bulk pattern claimed), whether
+        it is quiet."""
+        verdicts = self._verdicts(rest)
+        # A neighbour must be a bulk line (set aside either way) or have the prefix: not empty (the reader
+        # drops it, so what follows could be a split line's end), not a line without it (a wrapped tail).
+        plain = [bool(line) for line in lines]
+        for place, (prefixed, _) in zip(places, verdicts):
+            if not prefixed:
+                plain[place] = False
+        last = len(lines) - 1
+        quiet = []
+        for at, (place, (_, alone)) in enumerate(zip(places, verdicts)):
+            # The line the parser receives before this one (bulk lines are never received) must have the prefix
+            # too: a collector's partial line there would take this one as its end, or, were this one set aside,
+            # the next line received. The block's first and last lines have no neighbour here.
+            received_before = at > 0 and verdicts[at - 1][0]
+            quiet.append(alone and received_before and 0 < place < last and plain[place - 1] and plain[place + 1])
+        return quiet
 
     def prefix_end(self, line: bytes) -> int:
         """Where the quiet prefix of `line` ends, -1 where it has none."""
         m = self.head.match(line)
         return m.end() if m else -1
-
-    def _mask_in_python(self, non_empty: bytes, indexes: Sequence[int], rest: list[bytes]) -> list[bool]:
-        """`mask` in Python, every step's loop over the lines in C (map, compress); the test itself runs once per
-        digit form."""
-        verdicts = self._verdicts(rest)
-        prefixed = list(map(_FIRST, verdicts))
-        # A neighbour must be a bulk line (set aside either way) or have the prefix: not empty (the reader
-        # drops it, so what follows could be a split line's end), not a line without it (a wrapped tail).
-        plain = bytearray(non_empty)
-        collections.deque(map(plain.__setitem__, itertools.compress(indexes, map(operator.not_, prefixed)),
-                              itertools.repeat(0)), maxlen=0)
-        padded = b"\0" + plain + b"\0"            # the block's first and last lines have no neighbour here
-        # The line the parser receives before this one (bulk lines are never received) must have the prefix
-        # too: a collector's partial line there would take this one as its end, or, were this one set aside,
-        # the next line received.
-        received_before = [False, *prefixed[:-1]]
-        neighbours = map(operator.and_, map(operator.and_, map(padded.__getitem__, indexes),
-                                            map(padded.__getitem__, map((2).__add__, indexes))), received_before)
-        return list(map(operator.and_, map(_SECOND, verdicts), map(bool, neighbours)))
 
     def _verdicts(self, rest: list[bytes]) -> list[tuple[bool, bool]]:
         """(has the prefix, is quiet but for its neighbours) of each line, asked once per digit form (the line
@@ -151,9 +129,10 @@ class QuietLines:
         prefix of each form, all of a block's in one search."""
         if not rest:
             return []
-        forms = cast("list[bytes]", digit_forms(rest))      # bytes: never None
+        forms = [line.translate(DIGITS_AS_ZERO) for line in rest]
         firsts = dict(zip(forms, rest))             # each form's first line
-        if any(map(b"\n".join(firsts).__contains__, _digit_stop_forms(self.stops))):
+        joined = b"\n".join(firsts)
+        if any(stop in joined for stop in _digit_stop_forms(self.stops)):
             forms, firsts = rest, dict(zip(rest, rest))     # a line holding such a stop may: each on its own
         answers: dict[bytes, tuple[bool, bool]] = {}
         prefix_ends: dict[bytes, int] = {}          # by the form of a line's start up to its prefix's end
@@ -174,7 +153,7 @@ class QuietLines:
                 messages.append(line[end:])
         for form, holds in zip(asked, _holding_any(messages, self.stops)):
             answers[form] = _PREFIXED_NOT_QUIET if holds else _QUIET
-        return list(map(answers.__getitem__, forms))
+        return [answers[form] for form in forms]
 
 
 _NOT_PREFIXED, _PREFIXED_NOT_QUIET, _QUIET = (False, False), (True, False), (True, True)
@@ -186,35 +165,29 @@ def _holding_any(texts: list[bytes], needles: tuple[bytes, ...]) -> list[bool]:
     if not texts:
         return []
     joined = b"\n".join(texts)
-    starts = list(itertools.accumulate(map(len, texts[:-1]), lambda at, size: at + size + 1, initial=0))
+    starts = []
+    at = 0
+    for text in texts:
+        starts.append(at)
+        at += len(text) + 1
     holds = [False] * len(texts)
     for _, at, _ in _automaton(needles).find_matches_as_indexes(joined):
         holds[bisect.bisect_right(starts, at) - 1] = True
     return holds
 
 
-_FLIPPED = bytes.maketrans(b"\0\1", b"\1\0")       # quiet -> kept
-_FIRST = operator.itemgetter(0)
-_SECOND = operator.itemgetter(1)
 _DIGITS = b"0123456789"
 DIGITS_AS_ZERO = bytes.maketrans(_DIGITS, b"0" * 10)      # a line's digit form: `line.translate(DIGITS_AS_ZERO)`
 
 
-def digit_forms(lines: list[bytes] | list[str]) -> list[bytes] | None:
-    """Each line's digit form, its bytes with every ASCII digit read as 0 (None when a line of text is not ASCII):
-    lines that differ only in their digits share it. Compiled where _bulkscan.c was built."""
-    if _bulkscan is not None:
-        return _bulkscan.digit_forms(lines)
-    if not lines:
-        return []
-    if isinstance(lines[0], bytes):
-        return list(map(bytes.translate, cast("list[bytes]", lines), itertools.repeat(DIGITS_AS_ZERO)))
-    texts = cast("list[str]", lines)
+def digit_forms(texts: list[str]) -> list[bytes] | None:
+    """Each line's digit form, its bytes with every ASCII digit read as 0 (None when a line is not ASCII): lines
+    that differ only in their digits share it."""
     joined = "\n".join(texts)
     if not joined.isascii():
         return None
     forms = joined.encode().translate(DIGITS_AS_ZERO).split(b"\n")
-    if len(forms) != len(texts):        # a line of text held a newline: each on its own
+    if len(forms) != len(texts):        # a line held a newline: each on its own
         forms = [text.encode().translate(DIGITS_AS_ZERO) for text in texts]
     return forms
 
@@ -250,65 +223,46 @@ def _automaton(stops: tuple[bytes, ...]) -> Any:
 
 
 class SplitBlock(NamedTuple):
-    """A block split: the lines to parse as two columns (their numbers, their bytes or, decoded already, their
-    text), and the counts."""
+    """A block split: the lines to parse as two columns (their numbers and their bytes), and the counts."""
 
     numbers: list[int]
-    lines: list[bytes] | list[str]
+    lines: list[bytes]
     line_count: int             # lines in the block
     tally: list[int]            # lines each bulk pattern claimed, then, with quiet lines, those set aside
 
 
 def split_block(block: bytes, patterns: Sequence[BulkPattern], first_line: int,
-                quiet: QuietLines | None = None, text_limit: int = 0) -> SplitBlock:
+                quiet: QuietLines | None = None) -> SplitBlock:
     """Split a block of whole lines into the lines to parse and the bulk and quiet lines to count.
 
     The lines to parse are the non-empty ones no pattern claimed within their first HEAD_WINDOW bytes and
     `quiet` did not set aside; a line counts for the first pattern that claims it. `first_line` numbers
-    the block's first line. The bulk split is compiled (_bulkscan.c) where it was built, else `_split_bulk`.
-    The lines are bytes; with a `text_limit` (and no quiet lines to test, which reads bytes) the compiled split
-    decodes them where every one is ASCII, holds no NUL, does not end in a carriage return and is at most that
-    long, which is how the reader would decode them.
+    the block's first line.
     """
-    if _bulkscan is not None:
-        unclaimed, rest, line_count, counts, non_empty = _bulkscan.split_bulk(
-            block, tuple(pattern.terms for pattern in patterns), HEAD_WINDOW, 0 if quiet else text_limit)
-    else:
-        unclaimed, rest, line_count, counts, non_empty = _split_bulk(block, patterns, quiet is not None)
-    if quiet is not None:
-        raws = cast("list[bytes]", rest)    # bytes: no text limit is passed with quiet lines to test
-        keep = quiet.mask(non_empty, unclaimed, raws).translate(_FLIPPED)
-        unclaimed = list(itertools.compress(unclaimed, keep))
-        rest = list(itertools.compress(raws, keep))
-        counts.append(len(raws) - len(rest))
-    return SplitBlock(list(map(first_line.__add__, unclaimed)), rest, line_count, counts)
-
-
-def _split_bulk(block: bytes, patterns: Sequence[BulkPattern],
-                flags: bool) -> tuple[list[int], list[bytes], int, list[int], bytes]:
-    """What `_bulkscan.split_bulk` gives, in Python: the unclaimed lines' places in the block and their bytes, the
-    block's line count, the lines each pattern claimed, and (when `flags`) a byte per line, 1 where it is not
-    empty."""
     lines = block.split(b"\n")
     if block.endswith(b"\n") or not block:
         lines.pop()
-    # map/compress keep the per-line loop in C: this is the hot loop of a large log. Empty lines go
-    # first (a block of nothing but newlines must not cost a pattern search per line); then each pattern
-    # looks at the lines no earlier pattern claimed, by their index in the block.
-    unclaimed: list[int] = list(itertools.compress(range(len(lines)), lines))
-    rest: list[bytes] = list(filter(None, lines))
-    counts = []
+    # Empty lines go first (a block of nothing but newlines must not cost a pattern search per line); then each
+    # pattern looks at the lines no earlier pattern claimed, and not at all at a block without its shared piece.
+    places = [place for place, line in enumerate(lines) if line]
+    rest = [lines[place] for place in places]
+    tally = []
     for pattern in patterns:
-        n = len(rest)
         if pattern.needle and pattern.needle not in block:
-            counts.append(0)
+            tally.append(0)
             continue
-        found = map(pattern.regex.search, rest, itertools.repeat(0, n), itertools.repeat(HEAD_WINDOW, n))
-        keep = list(map(operator.not_, found))
-        unclaimed = list(itertools.compress(unclaimed, keep))
-        rest = list(itertools.compress(rest, keep))
-        counts.append(n - len(rest))
-    return unclaimed, rest, len(lines), counts, bytes(map(bool, lines)) if flags else b""
+        # The hot loop of a serving log (a search per line): map and compress run it without a bytecode step a line.
+        found = map(pattern.regex.search, rest, itertools.repeat(0), itertools.repeat(HEAD_WINDOW))
+        unclaimed = [m is None for m in found]
+        tally.append(len(rest) - sum(unclaimed))
+        places = list(itertools.compress(places, unclaimed))
+        rest = list(itertools.compress(rest, unclaimed))
+    if quiet is not None:
+        quiet_ones = quiet.mask(lines, places, rest)
+        tally.append(sum(quiet_ones))
+        places = [place for place, set_aside in zip(places, quiet_ones) if not set_aside]
+        rest = [line for line, set_aside in zip(rest, quiet_ones) if not set_aside]
+    return SplitBlock([first_line + place for place in places], rest, len(lines), tally)
 
 
 @dataclass(frozen=True)
@@ -318,8 +272,8 @@ class Split:
     bulk: tuple[BulkPattern, ...]
     quiet: QuietLines | None
 
-    def block(self, block: bytes, first_line: int, text_limit: int = 0) -> SplitBlock:
-        return split_block(block, self.bulk, first_line, self.quiet, text_limit)
+    def block(self, block: bytes, first_line: int) -> SplitBlock:
+        return split_block(block, self.bulk, first_line, self.quiet)
 
     def nothing(self) -> SplitBlock:
         return SplitBlock([], [], 0, [0] * (len(self.bulk) + (self.quiet is not None)))

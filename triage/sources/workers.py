@@ -1,8 +1,8 @@
 """The worker processes that split byte ranges of a large log while the reader parses (see
 files._split_in_parallel), and the splitting they do.
 
-A worker is a plain `python -c` subprocess that imports only this module and `scan`, reads jobs from
-its stdin and writes results to its stdout (pickles). Not a multiprocessing pool: a forked worker
+A worker is a plain `python -I -c` subprocess (isolated: see _START) that imports only this module and `scan`,
+reads jobs from its stdin and writes results to its stdout (pickles). Not a multiprocessing pool: a forked worker
 counts the parent's whole memory again (three copies of the imports at 40 MiB each), and a spawned
 pool adds a resource-tracker process and imports the parent's main module (the command line).
 """
@@ -35,7 +35,7 @@ def split_range(path: str, start: int, end: int, split: Split, max_line_bytes: i
             if not tail.endswith(b"\n") and len(tail) >= max_line_bytes:
                 _skip_rest_of_line(handle, max_line_bytes)   # over the limit: the reader cuts and counts it
             data += tail
-    return split.block(data, 1, max_line_bytes)
+    return split.block(data, 1)
 
 
 def _skip_rest_of_line(stream: BinaryIO, max_line_bytes: int) -> None:
@@ -43,6 +43,16 @@ def _skip_rest_of_line(stream: BinaryIO, max_line_bytes: int) -> None:
         more = stream.readline(max_line_bytes)
         if not more or more.endswith(b"\n"):
             return
+
+
+# The folder holding this very `triage` package (site-packages, or the source tree of an editable install).
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Isolated mode (-I) keeps the working folder, PYTHON* variables and the user's site-packages off the worker's
+# sys.path: vtriage runs as root in shared folders, where a planted `triage/` would otherwise be imported. The
+# package's own folder is then put first by hand, so the worker runs the same code as the reader. It is passed
+# as an argument, never spliced into the code.
+_START = "import sys; sys.path.insert(0, sys.argv[1]); from triage.sources.workers import serve; serve()"
 
 
 class WorkerFailed(Exception):
@@ -53,12 +63,8 @@ class Worker:
     """One worker process, given the file once and then byte ranges, answering in the order asked."""
 
     def __init__(self, path: str, max_line_bytes: int) -> None:
-        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH"))
-                                                           if p)}
-        self._process = subprocess.Popen([sys.executable, "-c", "from triage.sources.workers import serve; serve()"],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         env=env)
+        self._process = subprocess.Popen([sys.executable, "-I", "-c", _START, _PACKAGE_PARENT],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self._send(("file", path, max_line_bytes))
         self._split: Split | None = None
 

@@ -1,9 +1,0 @@
-# The compiled bulk split, digit forms and quiet lines (_bulkscan.c); scan.py holds them in Python.
-from typing import Callable, Iterable
-
-def split_bulk(block: bytes, patterns: tuple[tuple[bytes, ...], ...], window: int,
-               text_limit: int = 0) -> tuple[list[int], list[bytes] | list[str], int, list[int], bytes]: ...
-def digit_forms(lines: list[bytes] | list[str]) -> list[bytes] | None: ...
-def quiet_mask(lines: list[bytes], indexes: list[int], non_empty: bytes, prefix_end: Callable[[bytes], int],
-               max_bytes: int, digit_stops: tuple[bytes, ...],
-               find_stops: Callable[[bytes], Iterable[tuple[int, int, int]]]) -> bytes: ...
