@@ -58,7 +58,7 @@ class SlowInput(Exception):
 def make_target():
     from triage.cli import load_toolkit
     from triage.errors import InputError
-    from triage.metrics.facts import extract_metric_facts
+    from triage.facts.metric_samples import extract_metric_facts
     from triage.metrics.parse import Snapshot, order_snapshots, parse_exposition
     from triage.pipeline import Incident, build_report
     from triage.render import RENDERERS

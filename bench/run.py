@@ -52,7 +52,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 from triage.logs.signatures import load_signatures  # noqa: E402
-from triage.metrics.facts import (  # noqa: E402
+from triage.metrics.names import (  # noqa: E402
     CACHE_CONFIG,
     HISTOGRAMS,
     KV_USAGE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from triage.capacity.catalog import GPU_NAMES, known_gpu, known_model, parameter_count
-from triage.capacity.registry import Given, weights_needed
+from triage.capacity.registry import UserFigures, weights_needed
 from triage.model import Fact
 
 from conftest import FIXTURES, config_entries, diagnose_files, diagnose_text, load_spec
@@ -51,7 +51,7 @@ def test_weights_sized_from_a_guess_are_never_a_checked_fix(kit):
     facts = {"model": Fact("model", "acme/FooMoE-8x7B-Chat"), "dtype": Fact("dtype", "bfloat16")}
     needed = weights_needed(facts)
     assert needed.guess and needed.gib == pytest.approx(56e9 * 2 / 2**30)
-    exact = weights_needed(facts, Given(spec=load_spec("mixtral-8x7b-instruct-v0.1.json")))
+    exact = weights_needed(facts, UserFigures(spec=load_spec("mixtral-8x7b-instruct-v0.1.json")))
     assert not exact.guess and exact.gib == pytest.approx(load_spec("mixtral-8x7b-instruct-v0.1.json").weights_gib())
     log = """\
 INFO 03-11 10:00:00 llm_engine.py:232] Initializing an LLM engine (v0.7.3) with config: model='acme/FooMoE-8x7B-Chat', dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=1, pipeline_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto

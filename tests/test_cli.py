@@ -155,33 +155,6 @@ def test_a_long_read_shows_progress_on_a_terminal_and_never_in_a_pipe():
     assert b"reading" not in err and b"\r" not in err
 
 
-def test_a_text_report_does_not_load_http_templates_or_gpu_code(tmp_path):
-    """Start-up: `vtriage --version` and a log read into a text report import neither requests (HTTP),
-    jinja2 (the HTML report) nor the GPU and self-test code; a log that needs no fix loads no capacity
-    model, and one without a window or metrics no window or metrics stage (docs/performance.md)."""
-    import subprocess
-    import sys
-    log = tmp_path / "x.log"
-    log.write_text("(APIServer pid=1) INFO 11-29 21:00:01 [api_server.py:1885] vLLM API server version 0.10.2\n")
-    heavy = ("requests", "urllib3", "jinja2", "triage.gpu.probe", "triage.selftest", "triage.alerts",
-             "triage.metrics.inputs", "triage.metrics.facts", "triage.metrics.parse", "triage.metrics.series",
-             "triage.metrics.thinning", "triage.logs.timewindow", "triage.capacity",
-             "triage.sources.workers")
-    for args in (["--version"], [str(log)]):
-        code = ("import sys, runpy; sys.argv = ['vtriage', *sys.argv[1:]]\n"
-                "try:\n    runpy.run_module('triage', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-                f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
-        out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
-        assert out.strip().splitlines()[-1] == "[]", (args, out)
-    # --version needs none of the pipeline's types or rules either
-    code = ("import sys, runpy; sys.argv = ['vtriage', '--version']\n"
-            "try:\n    runpy.run_module('triage', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.startswith('triage.') and m not in "
-            "('triage.cli', 'triage.errors', 'triage.render', 'triage.vocabulary', 'triage.__main__')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == "[]", out
-
-
 # --- pipes and files, like the tools on-call already uses ------------------------------------------
 
 def test_a_pipe_is_read_without_a_dash(tmp_path):

@@ -13,7 +13,8 @@ import jsonschema
 import pytest
 
 from triage.errors import InputError
-from triage.gpu.probe import GpuUnavailable, probe, snapshot_facts
+from triage.facts.gpu_snapshot import snapshot_facts
+from triage.gpu.probe import GpuUnavailable, probe
 from triage.gpu.smi import parse_nvidia_smi, read_gpu_input
 
 from conftest import ROOT, SHARED, run_cli

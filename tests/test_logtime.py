@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from triage.decide.log_facts import _minutes
+from triage.facts.log_events import _minutes
 from triage.logs.envelope import records
 from triage.logs.logtime import month_day_time
 from triage.logs.parse import merge_events

@@ -10,10 +10,10 @@ import tomllib
 import pytest
 
 from triage.errors import InputError
-from triage.metrics.facts import extract_metric_facts
+from triage.facts.metric_samples import extract_metric_facts
 from triage.metrics.parse import Snapshot, canonical_name, order_snapshots, parse_exposition
 from triage.metrics.series import counter_increase, histogram_quantile, per_scrape, time_at_or_above
-from triage.report.fleet import split_units
+from triage.metrics.units import split_units
 
 from conftest import FIXTURES, json_report, run_cli
 
@@ -311,8 +311,8 @@ def test_past_the_levels_held_neighbouring_snapshots_merge_keeping_peaks_and_cou
     only rise; the requests running are those of the fuller cache's scrape."""
     from triage.metrics import thinning
     from triage.metrics.inputs import read_files
-    from triage.pipeline import _clock, metric_timeline
     from triage.redact import Redactor
+    from triage.report.timeline import _clock, metric_timeline
     paths = _saved(tmp_path, [_busy_server(i) for i in range(30)])
     whole = read_files(paths, None, None)
     monkeypatch.setattr(thinning, "LEVELS_HELD", 24)
@@ -538,14 +538,14 @@ def test_secrets_in_metric_labels_are_redacted(tmp_path):
 def test_secrets_among_thousands_of_clean_sample_lines_are_masked_and_counted_line_by_line():
     """Sample lines are tested for secrets a batch at a time: a secret in one line of a batch is masked and
     counted as line-by-line redaction does."""
-    from triage.pipeline import _redacted
+    from triage.read import masked_samples
     from triage.redact import Redactor
     lines = [f'vllm:num_requests_running{{engine="{i}",model_name="m"}} {i}' for i in range(5000)]
     lines[2500] = 'vllm:cache_config_info{kv_transfer_config="hf_token=hf_abcdefghijklmnopqrstuvwxyz0123"} 1.0'
     lines[4100] = 'vllm:x{api_key="sk-abcdefghijklmnopqrstuvwxyz0123456789"} 1'
     samples = parse_exposition("\n".join(lines) + "\n", "m.prom")
     batched, by_line = Redactor(), Redactor()
-    masked = _redacted(samples, batched)
+    masked = masked_samples(samples, batched)
     for s, m in zip(samples, masked):
         text = by_line.text(s.source.text)
         labels = {k: by_line.text(v) for k, v in s.labels.items()}

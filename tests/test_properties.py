@@ -1088,8 +1088,8 @@ def test_merged_snapshots_keep_the_peaks_and_counts_and_raise_only_the_levels(te
     running only fall (those of the fuller cache's scrape); the report is made and valid."""
     from unittest import mock
 
+    from triage.facts.metric_samples import extract_metric_facts
     from triage.metrics import thinning
-    from triage.metrics.facts import extract_metric_facts
     with mock.patch.object(thinning, "LEVELS_HELD", 1):
         merged, whole = _read_thinned_and_whole(texts, prompts)
     assert len({s.scrape for s in merged.samples}) <= len(texts)

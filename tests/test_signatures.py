@@ -50,14 +50,14 @@ def test_every_failure_kind_has_a_signature():
 def test_the_signatures_use_the_whole_vocabulary_and_nothing_else():
     """Every event and failure kind of triage/vocabulary.py is some signature's, and the code's own
     groupings of kinds name only words of the vocabulary (a kind no signature gives is dead code)."""
-    from triage import pipeline
-    from triage.decide import log_facts as facts
+    from triage.facts import combine
+    from triage.facts import log_events as facts
     from triage.logs import parse as logparse
     from triage.vocabulary import EVENT_KINDS, FAILURE_KINDS, GENERIC_FAILURES, MEMORY_FAILURES, REQUEST_FAILURES
     assert {s.kind for s in SIGNATURES.signatures} == EVENT_KINDS
     assert {s.failure for s in SIGNATURES.signatures if s.failure} == FAILURE_KINDS
     assert MEMORY_FAILURES | GENERIC_FAILURES | REQUEST_FAILURES <= FAILURE_KINDS
-    used = set(facts._SERVING_KINDS) | pipeline._SETTINGS_KINDS | logparse._BANNER_KINDS | logparse._TRACEBACK_KINDS
+    used = set(facts._SERVING_KINDS) | combine._SETTINGS_KINDS | logparse._BANNER_KINDS | logparse._TRACEBACK_KINDS
     assert used <= EVENT_KINDS
 
 

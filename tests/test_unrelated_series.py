@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from triage import cli as cli_module
 from triage.cli import cli
-from triage.metrics.facts import DCGM_FREE, DCGM_RESERVED, DCGM_USED, PROCESS_START
+from triage.metrics.names import DCGM_FREE, DCGM_RESERVED, DCGM_USED, PROCESS_START
 
 from conftest import FIXTURES
 

@@ -30,7 +30,7 @@ from .vocabulary import CONFIG_NAME, MAX_METRICS_BYTES, VERDICTS
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .capacity.registry import Given
+    from .capacity.registry import UserFigures
     from .decide.suppress import Config
     from .gpu.probe import GpuSnapshot
     from .metrics.httpget import HttpOptions
@@ -391,33 +391,36 @@ def _countdown():
     return show
 
 
-def _read_metrics(ctx: click.Context, o: dict, redaction: Redactor) -> MetricsRead | None:
+def _read_metrics(ctx: click.Context, options: Mapping[str, Any], redaction: Redactor) -> MetricsRead | None:
     """The one metrics source the command line names: saved files, live URLs, or Prometheus. `redaction`: what
     the report will mask (the lines it could touch are kept whole: metrics/thinning.py)."""
-    given = [flag for flag, key in (("--metrics", "metrics_files"), ("--metrics-url", "metrics_urls"),
-                                    ("--prometheus", "prometheus_url")) if o[key]]
-    if len(given) > 1:
-        raise click.UsageError(f"{' and '.join(given)} are different sources of metrics; give one")
-    if not o["prometheus_url"]:
+    sources = [flag for flag, key in (("--metrics", "metrics_files"), ("--metrics-url", "metrics_urls"),
+                                      ("--prometheus", "prometheus_url")) if options[key]]
+    if len(sources) > 1:
+        raise click.UsageError(f"{' and '.join(sources)} are different sources of metrics; give one")
+    if not options["prometheus_url"]:
         for flag in ("selector", "job", "instance", "at", "step"):
-            if o[flag]:
+            if options[flag]:
                 raise click.UsageError(f"--{flag} selects series in Prometheus: it needs --prometheus URL")
-    if o["insecure"] and o["ca_cert"]:
+    if options["insecure"] and options["ca_cert"]:
         raise click.UsageError("--insecure and --ca-cert contradict each other; give one")
     interval_given = ctx.get_parameter_source("interval") == click.core.ParameterSource.COMMANDLINE
-    if not given:
+    if not sources:
         return None
     from .metrics.inputs import read_files, read_prometheus, read_urls
-    thin = None if o["since"] or o["until"] else redaction   # a time window cuts samples by their time: all kept
-    if o["metrics_files"]:
-        return read_files(o["metrics_files"], o["interval"] if interval_given else None, thin)
-    web = (o["headers"], o["ca_cert"], o["insecure"], o["connect_timeout"], o["read_timeout"], o["max_bytes"])
-    if o["metrics_urls"]:
-        return read_urls(o["metrics_urls"], o["samples"], o["interval"],
-                         _http_options(*web, api_key=True), _countdown(), thin)
-    if o["prometheus_url"]:
-        return read_prometheus(o["prometheus_url"], o["selector"], o["job"], o["instance"], o["since"], o["until"],
-                               o["at"], o["step"], _http_options(*web, api_key=False))
+    # The redaction whose lines thinning keeps whole; None: no thinning (a time window cuts samples by their time)
+    thinning_redactor = None if options["since"] or options["until"] else redaction
+    if options["metrics_files"]:
+        return read_files(options["metrics_files"], options["interval"] if interval_given else None, thinning_redactor)
+    web = (options["headers"], options["ca_cert"], options["insecure"], options["connect_timeout"],
+           options["read_timeout"], options["max_bytes"])
+    if options["metrics_urls"]:
+        return read_urls(options["metrics_urls"], options["samples"], options["interval"],
+                         _http_options(*web, api_key=True), _countdown(), thinning_redactor)
+    if options["prometheus_url"]:
+        return read_prometheus(options["prometheus_url"], options["selector"], options["job"], options["instance"],
+                               options["since"], options["until"], options["at"], options["step"],
+                               _http_options(*web, api_key=False))
     return None
 
 
@@ -460,7 +463,7 @@ _SIZE = _Size()
 
 def _gpu_options(fn):
     """--gpu, --gpu-memory-gib and --gpus, shared by the commands whose capacity model sizes fixes or predictions
-    with the GPU (`_given` turns them into what the model takes)."""
+    with the GPU (`_user_figures` turns them into what the model takes)."""
     fn = click.option("--gpus", type=click.IntRange(1, 100_000), metavar="N",
                       help="GPUs the node has: tensor-parallel fixes and suggestions stay within them.")(fn)
     fn = click.option("--gpu-memory-gib", type=_GIB, metavar="GIB",
@@ -572,7 +575,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         raise click.UsageError("--vllm-pid says which GPU process is vLLM: it needs --gpu-snapshot or --probe-gpu")
     if allow_empty and not fail_on:
         raise click.UsageError("--allow-empty says how --fail-on treats an empty input: it needs --fail-on")
-    given = _given(gpu_name, gpu_memory_gib, gpus, model_config)
+    figures = _user_figures(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     from .decide.gate import gate, unjudgeable_input
     from .decide.suppress import expiry_warnings
@@ -586,7 +589,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     if (since or until) and not metric_options["prometheus_url"]:
         from .logs.timewindow import utc_now
         window = (since, until, utc_now())
-    incident = Incident(logs=tuple(inputs), metrics=metrics, gpu=snapshot, window=window, given=given,
+    incident = Incident(logs=tuple(inputs), metrics=metrics, gpu=snapshot, window=window, user_figures=figures,
                         redact=not no_redact, redact_prompts=redact_prompts,
                         warnings=expiry_warnings(config) if config.expired else ())
     progress = [ProgressLine(inp.name, None if inp.compression else inp.size)   # bytes read are decompressed ones
@@ -645,7 +648,7 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
         from .logs.phases import phases_markdown
         click.echo(phases_markdown(kit.signatures.functions), nl=False)
     elif show == "fixes":
-        from .capacity import FIXES
+        from .capacity.fixes import FIXES
         for name, solver in sorted(FIXES.items()):
             click.echo(f"{name}: {(solver.__doc__ or '').strip()}")
     else:
@@ -791,17 +794,17 @@ def whatif_command(ctx: click.Context, log: str, metrics_files: tuple[str, ...],
     Exit codes: 0 it would start (and hold max-num-seqs at the observed sizes), 1 a problem is predicted,
     2 usage or input error, 3 the log lacks the figures to predict.
     """
-    from .capacity.registry import NOTHING_GIVEN
+    from .capacity.registry import NO_USER_FIGURES
     from .capacity.scenario import whatif
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
     read = tuple(p for p in (log, *metrics_files, model_config) if p)
     check_output(output, read)
     changes = _changes(options)
     _refuse_more_gpus_than(gpus, changes)
-    given = _given(gpu_name, gpu_memory_gib, gpus, model_config) or NOTHING_GIVEN
+    figures = _user_figures(gpu_name, gpu_memory_gib, gpus, model_config) or NO_USER_FIGURES
     facts = _log_facts(log, rules_dir)
     lengths = _lengths_from_metrics(metrics_files)
-    scenario = whatif(facts, changes, given, lengths, "observed in the metrics" if lengths else "")
+    scenario = whatif(facts, changes, figures, lengths, "observed in the metrics" if lengths else "")
     _emit(scenario, "whatif", fmt, output, read)
 
 
@@ -836,7 +839,7 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
     """  # noqa: E501 - --help prints each example command on one line
     from .capacity.lengths import Lengths
     from .capacity.model import Settings
-    from .capacity.registry import NOTHING_GIVEN
+    from .capacity.registry import NO_USER_FIGURES
     from .capacity.scenario import check
     if not model_config and not from_log:
         raise click.UsageError("give --model-config config.json (with --gpu NAME or --gpu-memory-gib GIB) "
@@ -851,14 +854,14 @@ def check_command(ctx: click.Context, model_config: str | None, from_log: str | 
         raise click.UsageError("give both --expect-prompt-tokens and --expect-output-tokens, or neither")
     changes = _changes(options)
     _refuse_more_gpus_than(gpus, changes)
-    given = _given(gpu_name, gpu_memory_gib, gpus, model_config) or NOTHING_GIVEN
+    figures = _user_figures(gpu_name, gpu_memory_gib, gpus, model_config) or NO_USER_FIGURES
     lengths = None
     if expect_prompt_tokens is not None and expect_output_tokens is not None:
         lengths = Lengths(0, float(expect_prompt_tokens), float(expect_output_tokens), None, None, (), "expected")
     elif metrics_files:
         lengths = _lengths_from_metrics(metrics_files)
     facts = _log_facts(from_log, rules_dir) if from_log else None
-    scenario = check(facts, given, Settings().replace(**changes), changes, lengths, vllm_version,
+    scenario = check(facts, figures, Settings().replace(**changes), changes, lengths, vllm_version,
                      sliding_window=not disable_sliding_window)
     _emit(scenario, "check", fmt, output, read)
 
@@ -869,14 +872,14 @@ def _refuse_more_gpus_than(gpus: int | None, changes: Mapping[str, Any]) -> None
         raise click.UsageError(f"tensor x pipeline parallel size is {needed}, but --gpus is {gpus}")
 
 
-def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None,
-           model_config: str | None) -> Given | None:
+def _user_figures(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None,
+                  model_config: str | None) -> UserFigures | None:
     """What the user says the log lacks: the GPU (by name or memory), the node's GPU count, the model's config;
     None when nothing is given (the capacity model then loads only if a fix needs it)."""
     if not (gpu_name or gpu_memory_gib or gpus or model_config):
         return None
     from .capacity.catalog import GPU_NAMES, known_gpu
-    from .capacity.registry import Given
+    from .capacity.registry import UserFigures
     if gpu_name and gpu_memory_gib:
         raise click.UsageError("--gpu and --gpu-memory-gib both give the GPU's memory; give one")
     total, source = gpu_memory_gib, f"--gpu-memory-gib {gpu_memory_gib:g}" if gpu_memory_gib else ""
@@ -886,7 +889,7 @@ def _given(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int | None,
             raise click.UsageError(f"--gpu {gpu_name!r} is not a GPU vtriage knows ({', '.join(GPU_NAMES)}); "
                                    "give its memory instead: --gpu-memory-gib GIB")
         total, source = gpu.total_gib, f"--gpu {gpu_name} ({gpu.name}: {gpu.total_gib:g} GiB, {gpu.how})"
-    return Given(spec=_spec(model_config), gpus=gpus, gpu_total_gib=total, gpu_source=source)
+    return UserFigures(spec=_spec(model_config), gpus=gpus, gpu_total_gib=total, gpu_source=source)
 
 
 def _gpu_snapshot(path: str | None, probe_now: bool, vllm_pids: Sequence[int]) -> GpuSnapshot | None:
@@ -937,11 +940,11 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
     sys.exit(EXIT_INCONCLUSIVE if any(p.vllm is None for p in snap.processes) else EXIT_HEALTHY)
 
 
-def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool, given: Given | None = None) -> Report:
-    """The report of log files alone (no metrics), as `vtriage FILE...` would give it (with what `given` adds)."""
+def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool, figures: UserFigures | None = None) -> Report:
+    """The report of log files alone (no metrics), as `vtriage FILE...` would give it (with what `figures` adds)."""
     from .pipeline import Incident, build_report
     from .sources.files import open_log
-    return build_report(Incident(logs=tuple(open_log(path) for path in files), given=given,
+    return build_report(Incident(logs=tuple(open_log(path) for path in files), user_figures=figures,
                                  redact=not no_redact), kit)
 
 
@@ -986,9 +989,9 @@ def diff_command(ctx: click.Context, pair: tuple[str, ...], before: tuple[str, .
     fmt = output_format(ctx, fmt.lower(), output, ("text", "json"))
     read = before + after + ((model_config,) if model_config else ())
     check_output(output, read)
-    given = _given(gpu_name, gpu_memory_gib, gpus, model_config)
+    figures = _user_figures(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, _ = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
-    comparison = compare(_log_report(before, kit, no_redact, given), _log_report(after, kit, no_redact, given),
+    comparison = compare(_log_report(before, kit, no_redact, figures), _log_report(after, kit, no_redact, figures),
                          kit.rules.classes)
     text = (render_diff_json if fmt == "json" else render_diff_text)(comparison)
     if output:
@@ -1108,7 +1111,7 @@ def explain_command(topic: str | None, fmt: str, rules_dir: str | None) -> None:
 
 def facts_markdown() -> str:
     """docs/facts.md, generated from the registry so the two cannot drift."""
-    from .facts import FACTS
+    from .facts.registry import FACTS
     lines = ["# Facts", "",
              "The closed vocabulary of the rules (`rules/*.toml`). Units are in the names; ratios are 0-1.",
              "An absent fact means the input did not give it: it is unknown, never zero.", "",

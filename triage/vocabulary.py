@@ -93,7 +93,7 @@ GENERIC_FAILURES = frozenset({"exception", "unidentified_error", "engine_died", 
 # Failures of one request the server refuses and goes on from (a prompt longer than max_model_len).
 REQUEST_FAILURES = frozenset({"request_rejected"})
 
-# The fixes a rule may name (`fixes = [...]`); triage/capacity/__init__.py's FIXES holds a solver for each.
+# The fixes a rule may name (`fixes = [...]`); triage/capacity/fixes.py's FIXES holds a solver for each.
 # Rules are checked against these names without loading the capacity model (a healthy log needs none).
 FIX_NAMES: frozenset[str] = frozenset({
     "max_model_len_that_fits", "utilization_for_max_model_len", "kv_cache_dtype_fp8", "tensor_parallel_for_kv",

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..facts.registry import FACTS
+from ..model import Fact
 from .hfconfig import ModelSpec
 
 
@@ -190,9 +192,7 @@ def known_gpu(name: str) -> KnownGpu | None:
 def estimate_facts(facts: Mapping[str, Any], spec: ModelSpec | None = None) -> dict[str, Any]:
     """When the weights never loaded (a log cut after the engine config, say): the model's parameters and the
     weights one GPU would hold, as facts the rules can weigh (an estimate, and said to be one)."""
-    from ..facts import FACTS
-    from ..model import Fact
-    from .model import Settings, weight_bytes
+    from .model import Settings, weight_bytes  # model.py imports this table: imported here, not at the top
     if "weights_gib" in facts or "model" not in facts:
         return {}
     count = parameter_count(facts["model"].value, spec)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..model import Fix
-from .registry import DOCS_MEMORY, NOTHING_GIVEN, Facts, Given, floor2, value_of
+from .registry import DOCS_MEMORY, NO_USER_FIGURES, Facts, UserFigures, floor2, value_of
 
 DOCS_CPU = "https://docs.vllm.ai/en/latest/getting_started/installation/cpu/"
 CPU_FREE_MARGIN = 0.1          # of the free memory, kept for the worker's own growth and the OS
@@ -22,7 +22,7 @@ def _space(gib: int) -> Fix:
                why="", reference=DOCS_CPU)
 
 
-def cpu_kv_space_within_free(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def cpu_kv_space_within_free(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """The largest whole-GiB KV cache the node's free memory holds."""
     if not _on_cpu(facts):
         return []
@@ -53,7 +53,7 @@ def cpu_kv_space_within_free(facts: Facts, given: Given = NOTHING_GIVEN) -> list
                     "starts": value >= needed, "kv_cache_gib": value})]
 
 
-def cpu_utilization_within_free(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def cpu_utilization_within_free(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """On CPU, --gpu-memory-utilization is the share of the NUMA node's memory vLLM reserves."""
     if not _on_cpu(facts):
         return []
@@ -72,7 +72,7 @@ def cpu_utilization_within_free(facts: Facts, given: Given = NOTHING_GIVEN) -> l
                 computed_from=("free_gib", "gpu_total_gib"), reference=DOCS_CPU)]
 
 
-def cpu_kv_space_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def cpu_kv_space_for_max_model_len(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """The whole-GiB KV cache that holds one max_model_len request, with the block vLLM holds back."""
     if not _on_cpu(facts):
         return []
@@ -97,7 +97,7 @@ def cpu_kv_space_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) -
                            "starts": True if total else None, "kv_cache_gib": value})]
 
 
-def cpu_kv_space_for_load(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def cpu_kv_space_for_load(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """A larger KV cache for a CPU server that preempts: twice what it has, within the node."""
     if not _on_cpu(facts):
         return []

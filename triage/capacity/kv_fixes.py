@@ -12,11 +12,11 @@ from .registry import (
     DOCS_MEMORY,
     DOCS_PREEMPTION,
     MAX_PRACTICAL_UTILIZATION,
-    NOTHING_GIVEN,
+    NO_USER_FIGURES,
     SAFETY_MARGIN_RATIO,
     TARGET_KV_USAGE,
     Facts,
-    Given,
+    UserFigures,
     ceil2,
     floor2,
     geometry,
@@ -26,7 +26,7 @@ from .registry import (
 )
 
 
-def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def max_model_len_that_fits(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """The largest --max-model-len the KV cache holds (vLLM's own estimate, else the model's token count)."""
     requested = value_of(facts, "max_model_len")
     g = geometry(facts, given)
@@ -59,7 +59,7 @@ def max_model_len_that_fits(facts: Facts, given: Given = NOTHING_GIVEN) -> list[
     return [verified(fix, p, p.starts)]
 
 
-def utilization_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def utilization_for_max_model_len(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """The smallest --gpu-memory-utilization whose budget fits the requested --max-model-len (plus 1 % of the GPU)."""
     requested = value_of(facts, "max_model_len")
     if value_of(facts, "platform") == "cpu":       # the CPU's KV size is set, not a share: cpu_fixes
@@ -115,7 +115,7 @@ def utilization_for_max_model_len(facts: Facts, given: Given = NOTHING_GIVEN) ->
     return [verified(fix, p, p.starts and not p.risks, p.risks[0] if p.risks else None)]
 
 
-def kv_cache_dtype_fp8(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def kv_cache_dtype_fp8(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """--kv-cache-dtype fp8: twice the KV tokens in the same memory."""
     if str(value_of(facts, "kv_cache_dtype") or "auto").startswith("fp8"):
         return []
@@ -133,7 +133,7 @@ def kv_cache_dtype_fp8(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     return [verified(fix, p, p.starts)]
 
 
-def tensor_parallel_sizes(facts: Facts, given: Given, above: int) -> list[int]:
+def tensor_parallel_sizes(facts: Facts, given: UserFigures, above: int) -> list[int]:
     """The tensor-parallel sizes to try past `above`, smallest first: powers of two that divide the model's
     attention heads (when known) and fit the node's GPUs (--gpus)."""
     heads = geometry(facts, given).limits.attention_heads
@@ -142,7 +142,7 @@ def tensor_parallel_sizes(facts: Facts, given: Given, above: int) -> list[int]:
             and (given.gpus is None or n * pp <= given.gpus)]
 
 
-def tensor_parallel_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def tensor_parallel_for_kv(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """The next tensor-parallel size: smaller weight and KV slices per GPU."""
     tp = value_of(facts, "tensor_parallel_size") or 1
     sizes = tensor_parallel_sizes(facts, given, tp)
@@ -166,7 +166,7 @@ def tensor_parallel_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[F
 
 # --- preemption_slowdown -------------------------------------------------------------------------------
 
-def _max_num_seqs(facts: Facts, given: Given) -> tuple[int, str]:
+def _max_num_seqs(facts: Facts, given: UserFigures) -> tuple[int, str]:
     """The requests the scheduler may run at once: the incident's --max-num-seqs, else vLLM's default."""
     logged = value_of(facts, "max_num_seqs")
     if logged:
@@ -177,7 +177,7 @@ def _max_num_seqs(facts: Facts, given: Given) -> tuple[int, str]:
     return default, f"vLLM's default --max-num-seqs {default}"
 
 
-def _demand(facts: Facts, given: Given) -> tuple[int, str]:
+def _demand(facts: Facts, given: UserFigures) -> tuple[int, str]:
     """The most requests that wanted to run at once: the most running plus the most waiting the input shows, up to
     what --max-num-seqs lets in; the limit itself where the input shows no counts."""
     limit, said = _max_num_seqs(facts, given)
@@ -190,7 +190,7 @@ def _demand(facts: Facts, given: Given) -> tuple[int, str]:
     return wanted, f"up to {running} running and {waiting or 0} waiting"
 
 
-def typical_request_tokens(facts: Facts, given: Given) -> tuple[float | None, str]:
+def typical_request_tokens(facts: Facts, given: UserFigures) -> tuple[float | None, str]:
     """KV tokens a typical request takes, and where that comes from: the median prompt plus the median output of
     finished requests (/metrics histograms), else the KV tokens each running request held when the cache filled
     (stats lines: usage x cache tokens / requests running)."""
@@ -204,7 +204,7 @@ def typical_request_tokens(facts: Facts, given: Given) -> tuple[float | None, st
     return None, ""
 
 
-def _stops_preempting(facts: Facts, given: Given, p: Prediction,
+def _stops_preempting(facts: Facts, given: UserFigures, p: Prediction,
                       seqs: int | None = None) -> tuple[bool | None, str | None]:
     """Whether max_num_seqs requests of the typical size fit in the predicted KV cache."""
     per_request, _ = typical_request_tokens(facts, given)
@@ -220,7 +220,7 @@ def _stops_preempting(facts: Facts, given: Given, p: Prediction,
                    f"combine with --max-num-seqs {held}")
 
 
-def max_num_seqs_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def max_num_seqs_for_kv(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """Fewer requests at once: KV tokens x 90 % / the typical request's tokens, never below the most that ran
     while the cache stayed below the saturation line. It trades throughput for no preemption; a cap at or above
     what the scheduler already lets in, or above what ran when the cache filled, holds nothing back."""
@@ -281,7 +281,7 @@ def _cost(value: int, peak: int | None) -> str:
     return "fewer requests decode at once, so throughput under full load falls with it"
 
 
-def _for_preemption(fix: Fix, facts: Facts, given: Given, p: Prediction, grows: bool) -> Fix:
+def _for_preemption(fix: Fix, facts: Facts, given: UserFigures, p: Prediction, grows: bool) -> Fix:
     """A fix that gives the KV cache more room: checked when the server starts with a larger cache, and its
     prediction says whether the requests that wanted to run then fit, or what to combine it with."""
     if not grows and p.starts is not False:
@@ -296,7 +296,7 @@ def _for_preemption(fix: Fix, facts: Facts, given: Given, p: Prediction, grows: 
                                                    "summary": f"{checked.predicted['summary']}; {short}"})
 
 
-def more_kv_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def more_kv_for_preemption(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """More KV cache on the same GPUs, vLLM's first remedy for preemption: a higher utilization, an FP8 KV cache;
     each checked against the requests that wanted to run, at their typical size."""
     util = geometry(facts, given).utilization
@@ -325,7 +325,7 @@ def more_kv_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[F
     return fixes
 
 
-def more_gpus_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def more_gpus_for_preemption(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """More GPUs, vLLM's last remedy for preemption: tensor parallelism, or pipeline parallelism where no
     tensor-parallel size divides the model's heads or fits the node; checked as more_kv_for_preemption's are."""
     fixes = []
@@ -337,7 +337,7 @@ def more_gpus_for_preemption(facts: Facts, given: Given = NOTHING_GIVEN) -> list
     return fixes
 
 
-def pipeline_parallel_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def pipeline_parallel_for_kv(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """Twice the pipeline stages: each GPU holds half the layers, their weights and their share of every token's
     KV; the stages take turns, so it adds latency where tensor parallelism would not."""
     tp = value_of(facts, "tensor_parallel_size") or 1
@@ -356,7 +356,7 @@ def pipeline_parallel_for_kv(facts: Facts, given: Given = NOTHING_GIVEN) -> list
 V0_DEFAULT_SWAP_SPACE_GIB = 4          # --swap-space's default: CPU memory per GPU for swapped-out KV blocks
 
 
-def more_swap_space(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def more_swap_space(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """--swap-space: twice what the server had (vLLM's default is 4 GiB per GPU), so V0's swapped-out requests find
     CPU blocks instead of aborting the engine."""
     now = value_of(facts, "swap_space_gib")

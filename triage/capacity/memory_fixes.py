@@ -14,10 +14,10 @@ from .registry import (
     DOCS_TROUBLESHOOTING,
     HEADROOM_MARGIN_GIB,
     MIN_KV_SHARE_FOR_WEIGHTS,
-    NOTHING_GIVEN,
+    NO_USER_FIGURES,
     SAFETY_MARGIN_RATIO,
     Facts,
-    Given,
+    UserFigures,
     floor2,
     geometry,
     names_another_process,
@@ -40,7 +40,7 @@ def _utilization(facts: Facts) -> float:
 # --- weights_dont_fit ---------------------------------------------------------------------------------
 
 
-def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def tensor_parallel_for_weights(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """The smallest --tensor-parallel-size whose weight slice leaves room for activations and KV."""
     total, util = value_of(facts, "gpu_total_gib"), _utilization(facts)
     needed = weights_needed(facts, given)
@@ -75,7 +75,7 @@ def tensor_parallel_for_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> l
     return [verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given))]
 
 
-def smaller_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def smaller_weights(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """Smaller weights: 16-bit instead of float32, or FP8 / pre-quantized checkpoints."""
     dtype = str(value_of(facts, "dtype") or "").removeprefix("torch.")
     needed = weights_needed(facts, given)
@@ -99,7 +99,7 @@ def smaller_weights(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
     return fixes
 
 
-def cpu_offload(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def cpu_offload(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """--cpu-offload-gb for the weights that do not fit on the GPU."""
     total, util = value_of(facts, "gpu_total_gib"), _utilization(facts)
     needed = weights_needed(facts, given)
@@ -124,7 +124,7 @@ def cpu_offload(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
 _OUTSIDE_THE_BUDGET = frozenset({"cuda_graph_capture", "serving"})
 
 
-def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def utilization_within_free_memory(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """The largest --gpu-memory-utilization the free memory allows (free / total minus a margin), leaving room for an
     allocation that failed outside the budget; none when that is not below the utilization the incident ran with."""
     total, free = value_of(facts, "gpu_total_gib"), value_of(facts, "free_gib")
@@ -174,7 +174,7 @@ def utilization_within_free_memory(facts: Facts, given: Given = NOTHING_GIVEN) -
                      needs=weight_needs(facts, given))]
 
 
-def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def free_other_processes(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """Find and stop (or move) the other processes holding GPU memory: the first thing to do when the evidence
     names one, before any utilization number. Not offered when torch's figures leave other processes too little to
     matter, or less than the allocation that failed needed beyond what was free; when torch lists a process that
@@ -212,7 +212,7 @@ def free_other_processes(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix
                 reference=DOCS_TROUBLESHOOTING)]
 
 
-def utilization_headroom(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def utilization_headroom(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """A lower --gpu-memory-utilization that leaves the failed allocation outside vLLM's budget."""
     total, util = value_of(facts, "gpu_total_gib"), value_of(facts, "gpu_memory_utilization")
     tried = value_of(facts, "tried_to_allocate_gib")
@@ -233,7 +233,7 @@ def utilization_headroom(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix
     return [verified(fix, p, starts(p, facts, given), needs=weight_needs(facts, given))]
 
 
-def enforce_eager(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def enforce_eager(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """--enforce-eager: no CUDA graphs, no graph memory."""
     if value_of(facts, "enforce_eager") is True:
         return []
@@ -288,7 +288,7 @@ _NON_MEMORY_ADVICE = {
 }
 
 
-def not_memory_advice(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def not_memory_advice(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """What to do about a failure that is not about GPU memory."""
     kind = value_of(facts, "failure_kind")
     if value_of(facts, "failed_in_scheduler") and kind in ("exception", "unidentified_error", "engine_died"):
@@ -311,7 +311,7 @@ _MULTIMODAL_NAMES = ("-vl", "vl-", "vision", "llava", "pixtral", "idefics", "pal
                      "mllama", "molmo", "qwen2-audio", "whisper", "omni", "gemma-3-", "phi-4-multimodal", "kimi-vl")
 
 
-def smaller_profile_batch(facts: Facts, given: Given = NOTHING_GIVEN) -> list[Fix]:
+def smaller_profile_batch(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> list[Fix]:
     """A smaller profiling batch: for a multimodal model fewer items per prompt (--limit-mm-per-prompt: the encoder's
     dummy batch is usually the largest part), fewer tokens per step (--max-num-batched-tokens), fewer sequences
     (--max-num-seqs, the sampler's warm-up batch). Each halves what the server had, where the log shows it; the

@@ -277,7 +277,7 @@ def calibrate(facts: Mapping[str, Fact], spec: ModelSpec | None = None, gpu_tota
         utilization = Figure(default, ASSUMED, f"not in the log; vLLM's default {default}")
         settings = settings.replace(gpu_memory_utilization=default)
     total = _fig(facts, "gpu_total_gib")
-    # As in a diagnosis (pipeline.given_facts): the total given fills the one the log does not print, never
+    # As in a diagnosis (facts/user_figures.py): the total given fills the one the log does not print, never
     # replaces it.
     if total is None and gpu_total_gib:
         total = Figure(gpu_total_gib, GIVEN, gpu_source)

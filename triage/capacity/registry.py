@@ -1,6 +1,6 @@
 """What the fix solvers share, and how each fix is verified through the capacity model before it is printed.
 
-A solver computes a number from the incident's facts (and what the user gave: `Given`), then asks the model
+A solver computes a number from the incident's facts (and what the user gave: `UserFigures`), then asks the model
 what vLLM would do with it (`outcome`): the prediction is attached to the fix, and the fix is `checked` only
 when the prediction confirms it starts and does what it is for, with the safety margin below; `not_enough`
 when the prediction says it fails or falls short on its own; `unchecked` when the model cannot tell, with the
@@ -36,7 +36,7 @@ Facts = Mapping[str, Fact]
 
 
 @dataclass(frozen=True)
-class Given:
+class UserFigures:
     """What the user told vtriage that the log lacks: the model's config.json (`--model-config`), the GPUs the
     node has (`--gpus`) and one GPU's memory (`--gpu NAME` or `--gpu-memory-gib`; it becomes the gpu_total_gib
     fact when the input does not print one)."""
@@ -47,8 +47,8 @@ class Given:
     gpu_source: str = ""                 # "--gpu L4 (22.05 GiB as torch reports it ...)" or "--gpu-memory-gib"
 
 
-NOTHING_GIVEN = Given()
-FixSolver = Callable[[Facts, Given], list[Fix]]     # a fix a rule names: see the FIXES table in capacity/__init__.py
+NO_USER_FIGURES = UserFigures()
+FixSolver = Callable[[Facts, UserFigures], list[Fix]]     # a fix a rule names: see the FIXES table in fixes.py
 
 
 def value_of(facts: Facts, name: str) -> Any:
@@ -66,7 +66,7 @@ def ceil2(x: float) -> float:
 
 # --- through the model -------------------------------------------------------------------------------
 
-def geometry(facts: Facts, given: Given = NOTHING_GIVEN) -> Geometry:
+def geometry(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> Geometry:
     """The incident's geometry; when the weights never loaded, their size as `weights_needed` finds it."""
     g = calibrate(facts, given.spec)
     if g.weights_gib is None:
@@ -78,7 +78,7 @@ def geometry(facts: Facts, given: Given = NOTHING_GIVEN) -> Geometry:
     return g
 
 
-def outcome(facts: Facts, given: Given = NOTHING_GIVEN, **changes: Any) -> Prediction:
+def outcome(facts: Facts, given: UserFigures = NO_USER_FIGURES, **changes: Any) -> Prediction:
     """What vLLM would do with the incident's flags plus `changes`."""
     g = geometry(facts, given)
     return predict(g, g.settings.replace(**changes))
@@ -103,7 +103,7 @@ def verified(fix: Fix, p: Prediction, ok: bool | None, short: str | None = None,
     return dataclasses.replace(fix, predicted=predicted, checked=status == "checked", status=status, needs=wanted)
 
 
-def starts(p: Prediction, facts: Facts, given: Given = NOTHING_GIVEN) -> bool | None:
+def starts(p: Prediction, facts: Facts, given: UserFigures = NO_USER_FIGURES) -> bool | None:
     """Whether the model says it starts. When the incident failed before the KV cache was sized (so no KV figure
     exists to move), the weights must leave a quarter of the budget; a weight size that is only a lower bound,
     or a guess from the model's name, cannot say."""
@@ -118,7 +118,7 @@ def starts(p: Prediction, facts: Facts, given: Given = NOTHING_GIVEN) -> bool | 
     return weights_leave_room(p)
 
 
-def weight_needs(facts: Facts, given: Given = NOTHING_GIVEN) -> tuple[str, ...]:
+def weight_needs(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> tuple[str, ...]:
     """The inputs that would let a weight fix be checked: the GPU's memory, the real parameter count."""
     out = []
     if not value_of(facts, "gpu_total_gib"):
@@ -140,7 +140,7 @@ class WeightsNeeded(NamedTuple):
     guess: bool = False        # from the model's name alone
 
 
-def weights_needed(facts: Facts, given: Given = NOTHING_GIVEN) -> WeightsNeeded:
+def weights_needed(facts: Facts, given: UserFigures = NO_USER_FIGURES) -> WeightsNeeded:
     """From the log's "Model loading took", else the parameter count (config.json, the table of common models,
     or the name as a guess) x bytes per parameter, else what the GPU held when loading failed (a lower bound)."""
     tp = value_of(facts, "tensor_parallel_size") or 1

@@ -32,7 +32,7 @@ from .model import (
     version_tuple,
 )
 from .predict import Prediction, blocks_for, predict, requests_held
-from .registry import NOTHING_GIVEN, Given
+from .registry import NO_USER_FIGURES, UserFigures
 
 ASSUMED_NON_TORCH_GIB = 0.5       # CUDA context growth, NCCL and attention workspaces (0.2-0.6 in the fixture logs)
 ASSUMED_GRAPH_GIB = 1.0           # CUDA graphs (0.2-1.9 GiB in the fixture logs)
@@ -101,7 +101,7 @@ def _max_num_seqs(settings: Settings, total: float | None, engine: str) -> Figur
                   + (" (V1 on GPUs of 70 GiB or more)" if default == 1024 else ""))
 
 
-def whatif(facts: Mapping[str, Fact], changes: Mapping[str, Any], given: Given = NOTHING_GIVEN,
+def whatif(facts: Mapping[str, Fact], changes: Mapping[str, Any], given: UserFigures = NO_USER_FIGURES,
            lengths: Lengths | None = None, lengths_source: str = "") -> Scenario:
     """The incident's geometry under `changes` (vllm serve flags by their Settings names), with what the user
     gave filling what the log lacks (the model's config, the GPU's memory) and bounding suggestions (the GPUs)."""
@@ -189,7 +189,7 @@ def config_geometry(spec: ModelSpec, gpu_total_gib: float, settings: Settings, v
         block_size=Figure(block, ASSUMED, f"vLLM's default {DEFAULT_BLOCK_SIZE}"), spec=spec)
 
 
-def check(facts: Mapping[str, Fact] | None, given: Given, settings: Settings, changes: Mapping[str, Any],
+def check(facts: Mapping[str, Fact] | None, given: UserFigures, settings: Settings, changes: Mapping[str, Any],
           lengths: Lengths | None, vllm_version: str | None = None, sliding_window: bool = True) -> Scenario:
     """The verdict before rollout: from a previous startup log when given (calibrated), else from the config.json
     and the GPU's memory the user gave."""

@@ -1,1 +1,2 @@
-"""Stages 3-4, facts and decision: events in; facts, then the rule walk's diagnosis out (pure: no I/O)."""
+"""The decide stage: facts in; the rule walk's diagnosis out (pure: no I/O). incident.py decides every attempt
+and every diagnosis of the incident; engine.py walks the rules ruleset.py loads."""

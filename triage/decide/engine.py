@@ -14,7 +14,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..facts import FACTS
+from ..facts.registry import FACTS
 from ..model import Diagnosis, Fact, Finding, RuledOut, SourceRef, SuppressedFinding, Suppression
 from ..vocabulary import THRESHOLDS, UNDECIDED, VALUE_WORDS, problems_first
 from .ruleset import Condition, Node, RuleSet
@@ -217,7 +217,7 @@ def _lower_first(text: str) -> str:
 
 def diagnose(rules: RuleSet, facts: Mapping[str, Fact], suppressed: Mapping[str, Suppression] | None = None,
              full: bool = True) -> Diagnosis:
-    """The verdict, its reasoning path and the other classes ruled out; no fixes yet (the pipeline's `prescribe`
+    """The verdict, its reasoning path and the other classes ruled out; no fixes yet (capacity/prescribe.py
     sizes those for the chosen rule). `full=False` stops at the verdict: enough for the earlier attempts of a
     restarting server."""
     suppressed = suppressed or {}

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 from .. import tomlread
 from ..bundled import bundled_dir
 from ..errors import RuleError, did_you_mean
-from ..facts import FACTS
+from ..facts.registry import FACTS
 from ..vocabulary import CONFIDENCES, FACT_VALUES, FIX_NAMES, SEVERITIES, THRESHOLDS, VERDICTS
 
 OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not_in", "present", "absent")

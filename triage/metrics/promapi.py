@@ -18,7 +18,8 @@ from typing import Any, Sequence
 import regex
 
 from ..errors import InputError
-from .facts import (
+from .httpget import HttpOptions, display_url, get
+from .names import (
     CACHE_CONFIG,
     DCGM_FREE,
     DCGM_RESERVED,
@@ -34,7 +35,6 @@ from .facts import (
     SWAPPED,
     WAITING,
 )
-from .httpget import HttpOptions, display_url, get
 from .parse import MAX_SERIES, MetricSample, canonical_name, sample_time, sample_value
 
 WHAT = "a Prometheus server (its base URL, e.g. http://prometheus:9090)"

@@ -20,7 +20,7 @@ GPU_INSTANCE_LABELS = ("exported_pod", "pod", "instance")     # dcgm-exporter's 
 
 
 def unit_labels(name: str, labels: Mapping[str, str]) -> tuple[str, str | None, str | None]:
-    """The instance, model and engine a series names (report/fleet.py splits samples into units by them):
+    """The instance, model and engine a series names (metrics/units.py splits samples into units by them):
     the pod, else Prometheus' instance, else "" (the input itself); None for a label it lacks."""
     keys = GPU_INSTANCE_LABELS if not name.startswith("vllm:") else INSTANCE_LABELS
     return (next((labels[k] for k in keys if labels.get(k)), ""), labels.get("model_name") or None,

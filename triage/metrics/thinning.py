@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..redact import Redactor
-from .facts import DCGM_USED, KV_USAGE, PREEMPTIONS, RUNNING
+from .names import DCGM_USED, KV_USAGE, PREEMPTIONS, RUNNING
 from .parse import MetricSample, stamped
 from .series import CUMULATIVE_SUFFIXES, unit_labels
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
-from ..facts import FACTS
+from ..facts.registry import FACTS
 from ..model import Fact, Finding, Fix, FleetView, InputSummary, LaunchCommand, Report, SourceRef, TimeWindow
 from ..vocabulary import KV_SATURATED, RELEASE_BAND_FIRST
 

@@ -1,1 +1,3 @@
-"""Stage 6, assembly: a diagnosis and its inputs in; the Report's parts out (fleet view, command, runbook)."""
+"""The assemble stage: the diagnoses and their inputs in; the Report out (assemble.py), with its fleet view
+(fleet.py), command line (command.py), runbook link (runbooks.py) and charts (timeline.py). Renderers are in
+render/; diff.py compares two Reports for `vtriage diff`."""

@@ -1,11 +1,10 @@
-"""From a startup attempt's log events to facts (triage/facts.py names them), each with the lines that
+"""From a startup attempt's log events to facts (facts/registry.py names them), each with the lines that
 support it. A figure the log does not give is absent, never zero."""
 from __future__ import annotations
 
 import re
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from ..facts import FACTS
 from ..logs.logtime import month_day_time, seconds_since_start, year_turned
 from ..logs.phases import traceback_phase
 from ..logs.signatures import SignatureSet
@@ -22,6 +21,7 @@ from ..vocabulary import (
     REQUEST_FAILURES,
     default_gpu_memory_utilization,
 )
+from .registry import FACTS
 
 SELF_MATCH_GIB = 1.5        # torch's "Process N has X" is vLLM itself when X ~ its own allocations
 CUDA_CONTEXT_GIB = 1.0      # a process's CUDA context and libraries, outside torch's allocator (0.3-1 GiB)

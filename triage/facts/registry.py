@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .vocabulary import KV_SATURATED, PHASES
+from ..vocabulary import KV_SATURATED, PHASES
 
 _FULL = f"{KV_SATURATED:.0%}"      # the saturation line, as the descriptions say it
 
