@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import sys
+import tempfile
 import time
 from datetime import date
 from pathlib import Path
@@ -21,23 +22,40 @@ from typing import TYPE_CHECKING, Any, Sequence
 import click
 
 from . import __version__
+from .decide.gate import gate, unjudgeable_input
+from .decide.ruleset import load_rules
+from .decide.suppress import (
+    Config,
+    distrust,
+    distrust_warning,
+    effective_uid,
+    expiry_warnings,
+    find_config,
+    load_config,
+    with_ignored,
+)
 from .errors import InputError, NotEnoughInput, TriageError
+from .facts.registry import FACTS
+from .logs.signatures import MATCH_TIMEOUT_S, load_signatures
+from .logs.timewindow import utc_now
+from .pipeline import Incident, Toolkit, build_report
+from .redact import Redactor
 from .render import RENDERERS
+from .render.common import neutral
+from .sources.files import open_log, read_model_config, read_small_text
+from .sources.waiting import open_fifo
 from .vocabulary import CONFIG_NAME, MAX_METRICS_BYTES, VERDICTS
 
-# The rest is imported where it is used: `vtriage --version` and a small log must not wait for HTTP,
-# templates, the capacity model, GPU probing or the self-test (see docs/performance.md, start-up).
+# What only a subcommand or an option needs is imported where it is used: a log's report must not wait for
+# HTTP, templates, the capacity model, GPU probing or the self-test (see docs/performance.md, start-up).
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .capacity.registry import UserFigures
-    from .decide.suppress import Config
     from .gpu.probe import GpuSnapshot
     from .metrics.httpget import HttpOptions
     from .metrics.inputs import MetricsRead
     from .model import Fact, Report
-    from .pipeline import Toolkit
-    from .redact import Redactor
 
 DEFAULT_MAX_BYTES = f"{MAX_METRICS_BYTES >> 20}MiB"
 
@@ -54,9 +72,6 @@ def exit_code_for(verdict: str) -> int:
 
 def load_toolkit(rules_dir: str | None, compile_now: bool | None = None) -> Toolkit:
     """The rules and signatures (`compile_now`: see load_signatures; `vtriage rules` checks every regex)."""
-    from .decide.ruleset import load_rules
-    from .logs.signatures import load_signatures
-    from .pipeline import Toolkit
     directory = Path(rules_dir) if rules_dir else None
     return Toolkit(rules=load_rules(directory),
                    signatures=load_signatures(directory / "signatures" if directory else None, compile_now))
@@ -65,15 +80,6 @@ def load_toolkit(rules_dir: str | None, compile_now: bool | None = None) -> Tool
 def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool,
                      ignore: Sequence[str]) -> tuple[Toolkit, Config]:
     """The toolkit with the suppressions and runbook URL of .vtriage.toml (found, or --config) and --ignore."""
-    from .decide.suppress import (
-        Config,
-        distrust,
-        distrust_warning,
-        effective_uid,
-        find_config,
-        load_config,
-        with_ignored,
-    )
     if config_path and no_config:
         raise click.UsageError("--config and --no-config contradict each other; give one")
     path: Path | None = None
@@ -207,7 +213,6 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
         directory = os.path.dirname(path) or "."
         if not os.path.isdir(directory):
             raise InputError(path, f"directory {directory} does not exist", "create it first")
-        import tempfile  # only when a report is written to a file
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise _write_error(path, exc) from None
@@ -238,7 +243,6 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
 
 def _write_straight(path: str, data: bytes) -> None:
     """Write to the FIFO or character device at `path` (checked again once open: it may have been swapped)."""
-    from .sources.waiting import open_fifo
     flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NOCTTY
     fd = open_fifo(path, flags) if stat.S_ISFIFO(os.lstat(path).st_mode) else os.open(path, flags)
     try:
@@ -286,7 +290,6 @@ def check_output(path: str | None, inputs: Sequence[str]) -> None:
     if not directory.is_dir():
         raise click.UsageError(f"-o {path}: directory {directory} does not exist; create it first")
     try:     # the one sure test, for root and read-only file systems alike: make a file there
-        import tempfile
         fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
         os.close(fd)
         os.unlink(probe)
@@ -331,8 +334,6 @@ def tell(message: str, before: str = "", after: str = "\n") -> None:
     a bad /metrics line, an HTTP reason phrase), so its secrets are masked (always: --no-redact is about the
     report) and its control and bidirectional characters shown as escapes, as the reports show them; `before` and
     `after` are vtriage's own terminal controls, written as they are."""
-    from .redact import Redactor
-    from .render.common import neutral
     sys.stderr.write(before + neutral(Redactor().redact_mapped(message, prose=True)[0]) + after)
     sys.stderr.flush()
 
@@ -451,7 +452,6 @@ class _Size(click.ParamType):
     def convert(self, value, param, ctx):  # type: ignore[no-untyped-def]
         if isinstance(value, int):
             return value
-        import re
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmg]?)(?:i?b)?\s*", str(value), re.I)
         if not m or float(m[1]) * self._UNITS[m[2].lower()] < 1:
             self.fail(f"{value!r} is not a size, e.g. 64MiB, 512KiB, 1G", param, ctx)
@@ -553,8 +553,6 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     """Diagnose FILE... (- or a pipe with no FILE: stdin). Several files are read as one incident; metrics join them.
 
     What the log lacks can be given: --gpu NAME or --gpu-memory-gib, --gpus, --model-config."""
-    from .pipeline import Incident, build_report
-    from .sources.files import open_log
     metrics_files = metric_options["metrics_files"]
     fmt = output_format(ctx, fmt.lower(), output, sorted(RENDERERS))
     metrics_given = any(metric_options[k] for k in ("metrics_files", "metrics_urls", "prometheus_url"))
@@ -577,9 +575,6 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         raise click.UsageError("--allow-empty says how --fail-on treats an empty input: it needs --fail-on")
     figures = _user_figures(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
-    from .decide.gate import gate, unjudgeable_input
-    from .decide.suppress import expiry_warnings
-    from .redact import Redactor
     failing = gate(fail_on, kit.rules.classes) if fail_on else None
     inputs = [open_log(path) for path in files]
     snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
@@ -587,7 +582,6 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     since, until = metric_options["since"], metric_options["until"]
     window = None
     if (since or until) and not metric_options["prometheus_url"]:
-        from .logs.timewindow import utc_now
         window = (since, until, utc_now())
     incident = Incident(logs=tuple(inputs), metrics=metrics, gpu=snapshot, window=window, user_figures=figures,
                         redact=not no_redact, redact_prompts=redact_prompts,
@@ -660,7 +654,6 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
         walk(kit.rules.roots, 0)
         click.echo(f"\n{len(kit.rules.nodes)} rules and {len(kit.signatures.signatures)} signatures: valid.")
     from .logs.signature_files import repeats_a_varying_group
-    from .logs.signatures import MATCH_TIMEOUT_S
     for sig in kit.signatures.signatures:
         if repeats_a_varying_group(sig.regex):
             tell(f"vtriage: warning: {sig.origin}: signature {sig.id}.regex repeats a group that repeats itself "
@@ -705,8 +698,6 @@ def _changes(options: dict) -> dict:
 
 
 def _log_facts(path: str, rules_dir: str | None) -> Mapping[str, Fact]:
-    from .pipeline import Incident, build_report
-    from .sources.files import open_log
     kit = load_toolkit(rules_dir)
     report = build_report(Incident(logs=(open_log(path),)), kit)
     facts = report.diagnosis.facts
@@ -730,7 +721,6 @@ def _spec(path: str | None):
     if not path:
         return None
     from .capacity.hfconfig import spec_from_json
-    from .sources.files import read_model_config
     text, where = read_model_config(path)
     return spec_from_json(text, where)
 
@@ -752,7 +742,6 @@ _RELEASE = r"v?\d+\.\d+(\.\d+)*([.+-]?[0-9A-Za-z]+)*"
 
 def _release(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--vllm-version: one syntax for every command, a release like 0.10.2 (0.10 and v0.10.2 too)."""
-    import re
     if value is None:
         return None
     if not re.fullmatch(_RELEASE, value):
@@ -895,7 +884,6 @@ def _user_figures(gpu_name: str | None, gpu_memory_gib: float | None, gpus: int 
 def _gpu_snapshot(path: str | None, probe_now: bool, vllm_pids: Sequence[int]) -> GpuSnapshot | None:
     if path:
         from .gpu.smi import read_gpu_input
-        from .sources.files import read_small_text
         return read_gpu_input(read_small_text(path), path, vllm_pids)
     if probe_now:
         from .gpu.probe import import_nvml, probe
@@ -927,7 +915,6 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
     from .gpu.probe import import_nvml, probe, snapshot_json
     from .gpu.smi import read_gpu_input
     from .render.gpu import render_gpu_text
-    from .sources.files import read_small_text
     snap = read_gpu_input(read_small_text(from_file), from_file, vllm_pids) if from_file else \
         probe(import_nvml(), vllm_pids)
     text = snapshot_json(snap) if fmt == "json" else render_gpu_text(snap)
@@ -942,8 +929,6 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
 
 def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool, figures: UserFigures | None = None) -> Report:
     """The report of log files alone (no metrics), as `vtriage FILE...` would give it (with what `figures` adds)."""
-    from .pipeline import Incident, build_report
-    from .sources.files import open_log
     return build_report(Incident(logs=tuple(open_log(path) for path in files), user_figures=figures,
                                  redact=not no_redact), kit)
 
@@ -1023,7 +1008,6 @@ def alerts_command(files: tuple[str, ...], kind: str, namespace: str | None, con
                    rules_dir: str | None, config_path: str | None, no_config: bool, ignore: tuple[str, ...]) -> None:
     """Print alert rules that would catch LOG's failure next time: KV cache near full, preemption rate,
     a growing queue, restarts; with the metric names of the vLLM version in LOG (or --vllm-version)."""
-    import re
 
     from .alerts import AlertSpec, header_lines, metric_names, render
     from .report.runbooks import runbook_link
@@ -1111,7 +1095,6 @@ def explain_command(topic: str | None, fmt: str, rules_dir: str | None) -> None:
 
 def facts_markdown() -> str:
     """docs/facts.md, generated from the registry so the two cannot drift."""
-    from .facts.registry import FACTS
     lines = ["# Facts", "",
              "The closed vocabulary of the rules (`rules/*.toml`). Units are in the names; ratios are 0-1.",
              "An absent fact means the input did not give it: it is unknown, never zero.", "",
