@@ -359,22 +359,29 @@ def plain_record(number: int, raw: str) -> Record | None:
 # `[LEVEL`; "\n" marks a line's start in the joined batch), colour codes and their remnants (an escape, `^[`, its
 # escaped forms, `<digit>m`), a carriage return, a process group or a cut one (`pid=`), torch's rank, the logger
 # prefix and its cut form (a level word then two digits and a dash, or a colon; `.py:`), a host program's logging
-# (`vllm`) and Ray's repeat marker. A `|` (docker-compose, CI, FastChat) matters only where _PIPED says so. The
-# patterns' \d and \s take other scripts' digits and spaces too: a line that is not ASCII is read the full way.
+# (`vllm`) and Ray's repeat marker. A `|` (docker-compose, CI, FastChat) matters only where _PIPED says so, a
+# `vllm` only where _HOST_LEAD says so. The patterns' \d and \s take other scripts' digits and spaces too: a line
+# that is not ASCII is read the full way.
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _DIGIT_CHARS = "0123456789"
 PIPE = "|"
+HOST = "vllm"
 ENVELOPE_MARKS = (
     "\n{", *(f"\n{d}" for d in _DIGIT_CHARS), *(f"\n[{d}" for d in _DIGIT_CHARS),
     *(f"\n[{level}" for level in ("INFO", "WARN", "ERROR", "DEBUG")),
     "\x1b", "^[", "\\u001b", "\\u001B", "\\x1b", "\\x1B", "\\033", "\\e", *(f"{d}m" for d in _DIGIT_CHARS),
-    "\r", "pid=", "[rank", ".py:", "vllm", "across cluster]",
+    "\r", "pid=", "[rank", ".py:", HOST, "across cluster]",
     *(f"{level}:" for level in _LEVELS),
     *(f"{level} {d}{e}-" for level in _LEVELS for d in _DIGIT_CHARS for e in _DIGIT_CHARS),
     PIPE,
 )
 # Where a `|` makes a wrapper: docker-compose's service, CI's and FastChat's prefixes, at the line's start.
 _PIPED = re.compile(r"[A-Za-z0-9][\w.-]*\s+\||\s{0,4}\||(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \|")
+# Where a `vllm` may begin _HOST_LOGGING's second form (`- vllm.engine.llm_engine - INFO - `): the pattern is
+# matched where the prefixes are read, which in a line holding no other mark is the line's start or a syslog
+# line's message after its `: `; a dash and spaces may come before it. A `vllm` elsewhere (a pod, image or unit
+# name: `pod="serving/vllm-0"`) is text.
+_HOST_LEAD = re.compile(r"(?:\A|:)[-\s]*\Z")
 # What a syslog line's message may start with that the envelope would unwrap again.
 _INNER_WRAPPER = re.compile(rf"\{{|{_ISO_TIME}|\[{_ISO_TIME}\]|\[(?:INFO|WARN|ERROR|DEBUG)|{_PIPED.pattern}|"
                             rf"{_SYSLOG.pattern[1:]}", re.S)
@@ -413,18 +420,27 @@ class _Marks:
     marks: Any
     anchors: Any
     pipe: int = -1          # PIPE's index among the marks, -1 where an anchor holds a `|` (then a `|` marks a line)
+    host: int = -1          # HOST's index among the marks, -1 where an anchor holds it (then it marks a line)
+    # The words the search may have passed over for a HOST found, those that begin inside it: (where in HOST they
+    # would begin, the word)
+    after_host: tuple[tuple[int, str], ...] = ()
 
 
 @functools.lru_cache(maxsize=4)
 def _marks_of(anchors: tuple[str, ...]) -> _Marks:
-    """Built once per set of anchors (a few milliseconds). The search reports matches that do not overlap: a `|`
-    found could hide an anchor holding one, so a `|` is weighed apart only where no anchor holds one."""
+    """Built once per set of anchors (a few milliseconds). The search reports the match that ends first and
+    resumes after it: a `|` found could hide an anchor holding one, so a `|` is weighed apart only where no anchor
+    holds one; a `vllm` only where none holds it, and a word that begins inside it is looked for where it is
+    weighed apart (`after_host`). A word that ends inside it ends first, and is found."""
     if ahocorasick_rs is None:
         return _Marks(None, None)
     usable = bool(anchors) and not any("\n" in anchor for anchor in anchors)
     pipe = -1 if any(PIPE in anchor for anchor in anchors) else ENVELOPE_MARKS.index(PIPE)
+    host = -1 if any(HOST in anchor for anchor in anchors) else ENVELOPE_MARKS.index(HOST)
+    after_host = tuple((at, word) for word in {*ENVELOPE_MARKS, *anchors} if word != HOST
+                       for at in range(1, len(HOST)) if word.startswith(HOST[at:]))
     return _Marks(ahocorasick_rs.AhoCorasick([*ENVELOPE_MARKS, *(anchors if usable else ())]),
-                  ahocorasick_rs.AhoCorasick(list(anchors)) if usable else None, pipe)
+                  ahocorasick_rs.AhoCorasick(list(anchors)) if usable else None, pipe, host, after_host)
 
 
 _Marked = tuple[tuple[int, str], bool, bool, bool]      # a line, unmarked, anchor free, anchor free with the next
@@ -468,11 +484,14 @@ def _marked(batch: list[tuple[int, str]], marks: _Marks) -> list[_Marked]:
     else:
         unmarked = [True] * len(batch)
     next_start = 0          # a match ending before this is in a line marked already
-    for word, _, end in found:
+    for word, start, end in found:
         if end - 1 >= next_start:       # the match's last character decides its line: "\n{" is the next line's
             line = bisect.bisect_right(starts, end - 1) - 1
             if word == marks.pipe and not _PIPED.match(texts[line]):
                 continue        # a `|` no wrapper reads: the line's other marks may still mark it
+            if word == marks.host and not _HOST_LEAD.search(texts[line], 0, start - starts[line]) \
+                    and not any(joined.startswith(other, start + at) for at, other in marks.after_host):
+                continue        # a `vllm` where no host program's logger name begins: likewise
             unmarked[line] = False
             next_start = starts[line + 1] if line + 1 < len(starts) else end
     free = marks.anchors is not None
