@@ -239,6 +239,7 @@ _PEM_BEGIN = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = "-----END "
 _PEM_BODY = re.compile(r"\s*(?P<secret>[A-Za-z0-9+/=]{1,1024})\s*")
 _ENV_NAME_LINE = re.compile(rf"(?i)\s*(?:-\s*)?name\s*:\s*(?P<q>['\"]?)(?P<name>{_SECRET_NAME})(?P=q)\s*")
+_ENV_NAME_START = re.compile(rf"(?i)name\s*:\s*['\"]?{_SECRET_NAME}")
 _ENV_VALUE_LINE = re.compile(r"\s*value\s*:\s*(?P<value>[^\n]{0,8192}\S)\s*")
 PEM_LINES = 512      # a 16384-bit RSA key is some 200 lines; past this many the END line was lost
 ENV_LINES = 3        # the value follows its name, perhaps after a line of another process
@@ -253,6 +254,16 @@ class LineContext:
         self.pem_left = 0           # lines still read as a key's body
         self.env_left = 0           # lines in which a `value:` is the named secret's
         self.env_name = ""
+
+    # The words `spans` asks for before it may open a block on a line (a search led by literals, fast).
+    OPENING = re.compile("-----BEGIN |name|NAME|Name")
+
+    def idle_over(self, text: str) -> bool:
+        """Whether `spans` of each line of `text` would find nothing and leave this as it is: no block is open and
+        no line may open one (holds the words, and for a named secret the start of what _ENV_NAME_LINE reads)."""
+        if self.pem_left or self.env_left or "-----BEGIN " in text:
+            return False
+        return not (("name" in text or "NAME" in text or "Name" in text) and _ENV_NAME_START.search(text))
 
     def spans(self, message: str) -> list[tuple[str, int, int]]:
         """The secrets in `message` that the lines before it reveal, as (kind, start, end); remembers what this

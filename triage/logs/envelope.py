@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
@@ -36,6 +38,8 @@ def _holds_ansi(text: str) -> bool:
     return _ANSI_BARE.search(text) is not None
 
 _ISO_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_SYSLOG_TIME = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
+_SYSLOG_SENDER = r" \S+ [\w./-]+(?:\[\d+\])?: "         # host, then program and pid
 # Each outer wrapper: a pattern whose `rest` group is what it wraps.
 _CRI = re.compile(rf"^(?P<time>{_ISO_TIME}) (?:stdout|stderr) (?P<tag>[FP]) (?P<rest>.*)$", re.S)
 _OUTER = (
@@ -44,7 +48,7 @@ _OUTER = (
     re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*)\s+\|\s?(?P<rest>.*)$", re.S),           # docker-compose
     re.compile(r"^ {0,4}\| (?P<rest>.*)$", re.S),                                     # CI: "  | text"
     # syslog
-    re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [\w./-]+(?:\[\d+\])?: (?P<rest>.*)$", re.S),
+    re.compile(rf"^(?P<time>{_SYSLOG_TIME}){_SYSLOG_SENDER}(?P<rest>.*)$", re.S),
     # DJL Serving
     re.compile(r"^\[(?:INFO|WARN|ERROR|DEBUG) ?\] PyProcess - W-\S+?-(?:stdout|stderr): (?P<rest>.*)$", re.S),
     # FastChat
@@ -109,7 +113,8 @@ class Record:
     wall_time: str | None = None   # the collector's own time (kubectl/docker ISO, syslog), which may carry a year
     repeated: int = 0        # Ray's "[repeated Nx across cluster]": N more actors printed this line
     anchor_free: bool = False  # its line holds no signature anchor: no signature can match it alone
-    anchor_free_with_next: bool = False     # ... nor its line joined to the next one, as is or with a space
+    # ... nor its line joined to the next one, as is or with a space, or the next line begins a record of its own
+    anchor_free_with_next: bool = False
 
     @property
     def continues_previous(self) -> bool:
@@ -359,25 +364,38 @@ def plain_record(number: int, raw: str) -> Record | None:
 # `[LEVEL`; "\n" marks a line's start in the joined batch), colour codes and their remnants (an escape, `^[`, its
 # escaped forms, `<digit>m`), a carriage return, a process group or a cut one (`pid=`), torch's rank, the logger
 # prefix and its cut form (a level word then two digits and a dash, or a colon; `.py:`), a host program's logging
-# (`vllm`) and Ray's repeat marker. A `|` (docker-compose, CI, FastChat) matters only where _PIPED says so. The
-# patterns' \d and \s take other scripts' digits and spaces too: a line that is not ASCII is read the full way.
+# (`vllm`) and Ray's repeat marker. A `|` (docker-compose, CI, FastChat) matters only where _PIPED says so, a
+# `vllm` only where _HOST_LEAD says so. The patterns' \d and \s take other scripts' digits and spaces too: a line
+# that is not ASCII is read the full way.
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _DIGIT_CHARS = "0123456789"
 PIPE = "|"
+HOST = "vllm"
 ENVELOPE_MARKS = (
     "\n{", *(f"\n{d}" for d in _DIGIT_CHARS), *(f"\n[{d}" for d in _DIGIT_CHARS),
     *(f"\n[{level}" for level in ("INFO", "WARN", "ERROR", "DEBUG")),
     "\x1b", "^[", "\\u001b", "\\u001B", "\\x1b", "\\x1B", "\\033", "\\e", *(f"{d}m" for d in _DIGIT_CHARS),
-    "\r", "pid=", "[rank", ".py:", "vllm", "across cluster]",
+    "\r", "pid=", "[rank", ".py:", HOST, "across cluster]",
     *(f"{level}:" for level in _LEVELS),
     *(f"{level} {d}{e}-" for level in _LEVELS for d in _DIGIT_CHARS for e in _DIGIT_CHARS),
     PIPE,
 )
 # Where a `|` makes a wrapper: docker-compose's service, CI's and FastChat's prefixes, at the line's start.
 _PIPED = re.compile(r"[A-Za-z0-9][\w.-]*\s+\||\s{0,4}\||(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \|")
+# Where a `vllm` may begin _HOST_LOGGING's second form (`- vllm.engine.llm_engine - INFO - `): the pattern is
+# matched where the prefixes are read, which in a line holding no other mark is the line's start or a syslog
+# line's message after its `: `; a dash and spaces may come before it. A `vllm` elsewhere (a pod, image or unit
+# name: `pod="serving/vllm-0"`) is text.
+_HOST_LEAD = re.compile(r"(?:\A|:)[-\s]*\Z")
 # What a syslog line's message may start with that the envelope would unwrap again.
 _INNER_WRAPPER = re.compile(rf"\{{|{_ISO_TIME}|\[{_ISO_TIME}\]|\[(?:INFO|WARN|ERROR|DEBUG)|{_PIPED.pattern}|"
                             rf"{_SYSLOG.pattern[1:]}", re.S)
+# Syslog lines among a batch's lines joined, each after a newline (the search skips to it), their sender's parts
+# possessive (what follows each cannot be in it): such a line begins a record of its own whichever way it is read.
+# `wrapping` where its message starts as _INNER_WRAPPER does, which `unmarked_record` leaves to the full way; its
+# \s can run on into the next line, which only makes it find more.
+_SYSLOG_LINE = re.compile(rf"\n{_SYSLOG_TIME} \S++ [\w./-]++(?:\[\d+\])?: (?P<wrapping>\{{|{_ISO_TIME}|\[{_ISO_TIME}\]|"
+                          rf"\[(?:INFO|WARN|ERROR|DEBUG)|{_PIPED.pattern}|{_SYSLOG_TIME}{_SYSLOG_SENDER})?")
 BATCH_LINES = 512          # lines searched for the marks in one pass
 
 
@@ -386,8 +404,40 @@ def records(lines: Iterable[tuple[int, str] | Read], anchors: Sequence[str] = ()
     numbered line (a run of stats lines read already, logs/statsrun.py) is passed on in its place. Given the
     signatures' `anchors`, a line holding none of them nor anything the envelope reads is made a record of in one
     step, marked `anchor_free` (and `anchor_free_with_next` where no anchor spans it and the next line either)."""
-    marks = _marks_of(tuple(anchors))
-    return _records_unwrapped(_with_marks(lines, marks), plain_record)
+    for item in records_and_others(lines, anchors):
+        if isinstance(item, OtherLines):
+            yield from map(item.record, range(len(item.numbers)))
+        else:
+            yield item
+
+
+def records_and_others(lines: Iterable[tuple[int, str] | Read], anchors: Sequence[str] = ()
+                       ) -> Iterator[Record | OtherLines | Read]:
+    """`records`, but consecutive lines that no signature or envelope pattern can read, alone or joined to the next
+    (`OtherLines`), come as one item: a node's syslog, NCCL INFO output, a training script's prints."""
+    return _records_unwrapped(_with_marks(lines, _marks_of(tuple(anchors))), plain_record)
+
+
+@dataclass(frozen=True, slots=True)
+class OtherLines:
+    """Consecutive lines of other programs, each holding no anchor and nothing the envelope reads, alone or joined
+    to the next line, which is one such line too: no signature can match them and no wrapped line continues into
+    them, so the parser needs nothing of them but what a line may say about the ones after it (a traceback's body
+    goes on, a secret's context). `text` is the lines joined by newlines; a line's record is made where asked."""
+
+    numbers: list[int]
+    raws: list[str]
+    text: str
+
+    def record(self, at: int) -> Record:
+        rec = unmarked_record(self.numbers[at], self.raws[at], True, True)
+        assert rec is not None, "a line no wrapper reads inside a syslog message"    # how these lines are chosen
+        return rec
+
+    def split(self) -> list[Record | OtherLines]:
+        """The first line's record, then the other lines (if any)."""
+        rest = OtherLines(self.numbers[1:], self.raws[1:], self.text[len(self.raws[0]) + 1:])
+        return [self.record(0), rest] if rest.numbers else [self.record(0)]
 
 
 def unmarked_record(number: int, raw: str, anchor_free: bool = False, with_next: bool = False) -> Record | None:
@@ -413,49 +463,80 @@ class _Marks:
     marks: Any
     anchors: Any
     pipe: int = -1          # PIPE's index among the marks, -1 where an anchor holds a `|` (then a `|` marks a line)
+    host: int = -1          # HOST's index among the marks, -1 where an anchor holds it (then it marks a line)
+    # The words the search may have passed over for a HOST found, those that begin inside it: where in HOST they
+    # would begin, and those words
+    after_host: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 @functools.lru_cache(maxsize=4)
 def _marks_of(anchors: tuple[str, ...]) -> _Marks:
-    """Built once per set of anchors (a few milliseconds). The search reports matches that do not overlap: a `|`
-    found could hide an anchor holding one, so a `|` is weighed apart only where no anchor holds one."""
+    """Built once per set of anchors (a few milliseconds). The search reports the match that ends first and
+    resumes after it: a `|` found could hide an anchor holding one, so a `|` is weighed apart only where no anchor
+    holds one; a `vllm` only where none holds it, and a word that begins inside it is looked for where it is
+    weighed apart (`after_host`). A word that ends inside it ends first, and is found."""
     if ahocorasick_rs is None:
         return _Marks(None, None)
     usable = bool(anchors) and not any("\n" in anchor for anchor in anchors)
     pipe = -1 if any(PIPE in anchor for anchor in anchors) else ENVELOPE_MARKS.index(PIPE)
+    host = -1 if any(HOST in anchor for anchor in anchors) else ENVELOPE_MARKS.index(HOST)
+    words = {*ENVELOPE_MARKS, *anchors} - {HOST}
+    after_host = tuple((at, found) for at in range(1, len(HOST))
+                       if (found := tuple(sorted(word for word in words if word.startswith(HOST[at:])))))
     return _Marks(ahocorasick_rs.AhoCorasick([*ENVELOPE_MARKS, *(anchors if usable else ())]),
-                  ahocorasick_rs.AhoCorasick(list(anchors)) if usable else None, pipe)
+                  ahocorasick_rs.AhoCorasick(list(anchors)) if usable else None, pipe, host, after_host)
 
 
 _Marked = tuple[tuple[int, str], bool, bool, bool]      # a line, unmarked, anchor free, anchor free with the next
 
 
-def _with_marks(lines: Iterable[tuple[int, str] | Read], marks: _Marks) -> Iterator[_Marked | Read]:
-    """Each line with what the batch search found (`_marked`); anything else passed on as it is. The lines are
-    searched BATCH_LINES at a time."""
+@dataclass(frozen=True, slots=True)
+class _MarkedBatch:
+    """A batch's lines with what the search found (`_marked`), and the lines that make OtherLines (`_others`)."""
+
+    lines: list[_Marked]
+    others: bytes           # 1 for a line of OtherLines
+    joined: str             # the lines joined, each after a newline
+    starts: list[int]       # where each line starts in `joined`
+
+
+def _with_marks(lines: Iterable[tuple[int, str] | Read], marks: _Marks) -> Iterator[_MarkedBatch | Read]:
+    """The lines with what the batch search found (`_marked`), a batch at a time; anything else passed on as it
+    is. The lines are searched BATCH_LINES at a time."""
     batch: list[tuple[int, str]] = []
     for item in lines:
         if isinstance(item, tuple):
             batch.append(item)
             if len(batch) < BATCH_LINES:
                 continue
-            yield from _marked(batch, marks)
+            if batch:
+                yield _marked(batch, marks)
             batch = []
         else:
-            yield from _marked(batch, marks)
+            if batch:
+                yield _marked(batch, marks)
             batch = []
             yield item
-    yield from _marked(batch, marks)
+    if batch:
+        yield _marked(batch, marks)
 
 
-def _marked(batch: list[tuple[int, str]], marks: _Marks) -> list[_Marked]:
+def _others(unmarked: list[bool], with_next: list[bool], wrapping: list[int]) -> bytes:
+    """Which lines are OtherLines' (1): anchor free with the next line, which is unmarked too (so the parser never
+    joins the two), and not among the syslog lines whose message `unmarked_record` leaves to the full way
+    (`wrapping`)."""
+    others = bytearray(map(operator.and_, with_next, [*unmarked[1:], False]))
+    for line in wrapping:
+        others[line] = 0
+    return bytes(others)
+
+
+def _marked(batch: list[tuple[int, str]], marks: _Marks) -> _MarkedBatch:
     """Which lines of the batch hold none of the marks, in one search over their text joined; of those, where the
     anchors are among the marks, which hold no anchor joined to the next line either (`_clear_spans`). The batch's
     last line is not known with the next."""
-    if not batch:
-        return []
     if marks.marks is None:
-        return [(item, False, False, False) for item in batch]
+        return _MarkedBatch([(item, False, False, False) for item in batch], bytes(len(batch)), "", [])
     texts = [text for _, text in batch]
     joined = "\n" + "\n".join(texts)
     starts = _starts(texts, 1, 1)       # after the newline that leads each line
@@ -463,24 +544,37 @@ def _marked(batch: list[tuple[int, str]], marks: _Marks) -> list[_Marked]:
     if found is None:
         unmarked = [text.isascii() for text in texts]
         if not any(unmarked):
-            return [(item, False, False, False) for item in batch]
+            return _MarkedBatch([(item, False, False, False) for item in batch], bytes(len(batch)), joined, starts)
         found = marks.marks.find_matches_as_indexes(joined.encode("ascii", "replace").decode())   # each in its place
     else:
         unmarked = [True] * len(batch)
     next_start = 0          # a match ending before this is in a line marked already
-    for word, _, end in found:
+    for word, start, end in found:
         if end - 1 >= next_start:       # the match's last character decides its line: "\n{" is the next line's
             line = bisect.bisect_right(starts, end - 1) - 1
             if word == marks.pipe and not _PIPED.match(texts[line]):
                 continue        # a `|` no wrapper reads: the line's other marks may still mark it
+            if word == marks.host and not _HOST_LEAD.search(texts[line], 0, start - starts[line]) \
+                    and not any(joined.startswith(others, start + at) for at, others in marks.after_host):
+                continue        # a `vllm` where no host program's logger name begins: likewise
             unmarked[line] = False
             next_start = starts[line + 1] if line + 1 < len(starts) else end
     free = marks.anchors is not None
     with_next = [free and flag for flag in unmarked]
     with_next[-1] = False
+    wrapping = []
     if free and any(with_next):
-        _clear_spans(with_next, [text if flag else "\n" for text, flag in zip(texts, unmarked)], marks.anchors)
-    return [(item, flag, free and flag, together) for item, flag, together in zip(batch, unmarked, with_next)]
+        # A line before a syslog line is never joined to it: only the others need the search for spanning anchors.
+        syslog = bytearray(len(batch) + 1)
+        for m in _SYSLOG_LINE.finditer(joined):
+            line = bisect.bisect_right(starts, m.start() + 1) - 1
+            syslog[line] = 1
+            if m["wrapping"] is not None:
+                wrapping.append(line)
+        if any(map(operator.gt, with_next, syslog[1:])):
+            _clear_spans(with_next, [text if flag else "\n" for text, flag in zip(texts, unmarked)], marks.anchors)
+    lines = [(item, flag, free and flag, together) for item, flag, together in zip(batch, unmarked, with_next)]
+    return _MarkedBatch(lines, _others(unmarked, with_next, wrapping), joined, starts)
 
 
 def _clear_spans(with_next: list[bool], pieces: list[str], anchors: Any) -> None:
@@ -496,41 +590,50 @@ def _clear_spans(with_next: list[bool], pieces: list[str], anchors: Any) -> None
 
 def _starts(texts: list[str], gap: int, first: int = 0) -> list[int]:
     """Where each text starts in them joined with `gap` characters between, the first at `first`."""
-    starts = []
-    at = first
-    for text in texts:
-        starts.append(at)
-        at += len(text) + gap
+    starts = list(itertools.accumulate(map(gap.__add__, map(len, texts)), initial=first))
+    starts.pop()
     return starts
 
 
-def _records_unwrapped(lines: Iterable[_Marked | Read],
+def _records_unwrapped(items: Iterable[_MarkedBatch | Read],
                        plain: Callable[[int, str], Record | None] = lambda number, raw: None
-                       ) -> Iterator[Record | Read]:
-    """`records` over lines marked as `_with_marks` marks them, with `plain` reading the common shape in one step
-    (None: every line the full way)."""
+                       ) -> Iterator[Record | OtherLines | Read]:
+    """`records_and_others` over batches marked as `_with_marks` marks them, with `plain` reading the common shape
+    in one step (None: every line the full way)."""
     pending: tuple[int, str] | None = None      # a partial line (docker 16 KiB split, CRI "P")
-    for marked in lines:
-        if not isinstance(marked, tuple):
-            yield marked
+    for item in items:
+        if not isinstance(item, _MarkedBatch):
+            yield item
             continue
-        (number, raw), unmarked, anchor_free, with_next = marked
-        if pending is None:
-            rec = unmarked_record(number, raw, anchor_free, with_next) if unmarked else plain(number, raw)
-            if rec is not None:
-                yield rec
+        lines, others, end = item.lines, item.others, len(item.lines)
+        at = 0
+        while at < end:
+            if pending is None and others[at]:
+                stop = others.find(0, at)
+                stop = end if stop == -1 else stop
+                last = item.starts[stop - 1] + len(lines[stop - 1][0][1])
+                yield OtherLines([number for (number, _), _, _, _ in lines[at:stop]],
+                                 [raw for (_, raw), _, _, _ in lines[at:stop]], item.joined[item.starts[at]:last])
+                at = stop
                 continue
-        text = strip_ansi(raw)
-        content, when, level, process, partial, wrapped = _unwrap_outer(text)
-        if wrapped:
-            content = strip_ansi(content)
-        if pending is not None:
-            number, content = pending[0], pending[1] + content
-            pending = None
-        if partial:
-            pending = (number, content)
-            continue
-        for segment in _split_segments(content):
-            yield _parse_prefixes(segment, number, when, level, process, wrapped, len(text))
+            (number, raw), unmarked, anchor_free, with_next = lines[at]
+            at += 1
+            if pending is None:
+                rec = unmarked_record(number, raw, anchor_free, with_next) if unmarked else plain(number, raw)
+                if rec is not None:
+                    yield rec
+                    continue
+            text = strip_ansi(raw)
+            content, when, level, process, partial, wrapped = _unwrap_outer(text)
+            if wrapped:
+                content = strip_ansi(content)
+            if pending is not None:
+                number, content = pending[0], pending[1] + content
+                pending = None
+            if partial:
+                pending = (number, content)
+                continue
+            for segment in _split_segments(content):
+                yield _parse_prefixes(segment, number, when, level, process, wrapped, len(text))
     if pending is not None:
         yield _parse_prefixes(pending[1], pending[0], None, None, None, True)

@@ -18,7 +18,7 @@ from ..model import CoverageGroup, InputSummary, LogEvent, SourceRef
 from ..redact import LineContext, Redactor, clip
 from ..sources.files import LineBlock, LineReader, line_blocks, numbered_lines
 from ..vocabulary import KV_SATURATED, PHASE_RANK, STATS_PEAKS
-from .envelope import Record, records
+from .envelope import OtherLines, Record, records_and_others
 from .logtime import month_day_time, year_turned
 from .signatures import MatchBudget, Signature, SignatureSet
 from .statsrun import StatsRun, fold_runs
@@ -136,6 +136,35 @@ def _more_fields(new_hits, old_hits) -> bool:
     return any(len(fields) > before.get(sig.id, len(fields)) for sig, fields, _ in new_hits)
 
 
+def _feed_context(context: LineContext, lines: OtherLines) -> None:
+    """`context.spans` of each of the lines that could tell it something: those holding a word that may open a
+    block, and those after one while a block is open."""
+    fed = 0             # the lines before this one were fed, or could tell nothing
+    for line in _lines_holding(lines.text, context.OPENING):
+        while fed < line and not context.idle_over(""):
+            context.spans(lines.record(fed).message)
+            fed += 1
+        if line >= fed:
+            if not context.idle_over(lines.raws[line]):
+                context.spans(lines.record(line).message)
+            fed = line + 1
+    while fed < len(lines.numbers) and not context.idle_over(""):
+        context.spans(lines.record(fed).message)
+        fed += 1
+
+
+def _lines_holding(text: str, words: re.Pattern[str]) -> Iterator[int]:
+    """The lines of `text` (by newlines, counted from 0) holding a match of `words`, each once, in order."""
+    line = at = 0
+    last = -1
+    for m in words.finditer(text):
+        line += text.count("\n", at, m.start())
+        at = m.start()
+        if line != last:
+            yield line
+            last = line
+
+
 def _parse(parse: LogParse) -> Iterator[LogEvent]:
     """Recognise every line of one log, yielding events in the order of the file."""
     signatures, redactor, coverage, name = parse._signatures, parse._redactor, parse._coverage, parse.name
@@ -155,15 +184,15 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
         lines = fold_runs(blocks, signatures, redactor, name, STATS_CAP, restarts)
     else:
         lines = numbered_lines(blocks)
-    stream = records(lines, sorted({sig.anchor for sig in signatures.signatures}))
-    lookahead: list[Record | StatsRun] = []
+    stream = records_and_others(lines, sorted({sig.anchor for sig in signatures.signatures}))
+    lookahead: list[Record | StatsRun | OtherLines] = []
 
-    def next_record() -> Record | StatsRun | None:
+    def next_record() -> Record | StatsRun | OtherLines | None:
         if lookahead:
             return lookahead.pop(0)
         return next(stream, None)
 
-    def peek() -> Record | StatsRun | None:
+    def peek() -> Record | StatsRun | OtherLines | None:
         if not lookahead:
             rec = next(stream, None)
             if rec is None:
@@ -181,6 +210,15 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
             in_traceback[rec.process] = False
             yield rec.event(seq)
             seq += 1
+            continue
+        if isinstance(rec, OtherLines):
+            if in_traceback.get(None):      # its first line may go on a traceback: read it as its own record
+                lookahead[:0] = rec.split()
+                continue
+            # Lines of no process that match nothing: what reading each would leave behind.
+            in_traceback[None] = False
+            if context is not None:
+                _feed_context(context, rec)
             continue
         message = rec.message
         last_line = rec.line
@@ -200,7 +238,13 @@ def _parse(parse: LogParse) -> Iterator[LogEvent]:
                     and (rec.width >= MIN_WRAP_CANDIDATE or bool(signatures.anchors_in(message))))
         while joined < MAX_WRAP_JOIN and (hits or spaced_hits or len(message) >= MIN_WRAP_CANDIDATE or anchored):
             nxt = peek()
-            if nxt is None or isinstance(nxt, StatsRun) or nxt.line != last_line + 1 or not nxt.continues_previous:
+            if isinstance(nxt, OtherLines):
+                if joined == 0 and rec.anchor_free_with_next:
+                    break       # as below: no line of OtherLines holds an anchor
+                lookahead[:1] = nxt.split()         # its first line may be this one's tail
+                nxt = lookahead[0]
+            if nxt is None or isinstance(nxt, (StatsRun, OtherLines)) or nxt.line != last_line + 1 \
+                    or not nxt.continues_previous:
                 break
             if joined == 0 and rec.anchor_free_with_next and nxt.anchor_free:
                 break       # no anchor in the two lines joined, as is or with a space: no signature matches them

@@ -83,10 +83,6 @@ class StatsLineShape:
         # keeps the peak or the sum of
         self.summed_plan: tuple[tuple[str, Callable[[str | None], Any], bool], ...] = tuple(
             (name, answers[convert].__getitem__, name in STATS_PEAKS) for name, convert in summed)
-        # How each of summed_plan's fields converts, a byte each (statsrun._figures reads them so in C): 'i', 'f' or
-        # 'p' for the short int, float and percent converters; None where another converter is in the plan.
-        kinds = [_SHORT_KINDS.get(convert) for _, convert in summed]
-        self.summed_kinds: bytes | None = None if None in kinds else b"".join(kinds)  # type: ignore[arg-type]
         self.summed_place: dict[str, int] = {name: place for place, (name, _) in enumerate(summed)}
 
     @property
@@ -145,7 +141,6 @@ def _short_percent(raw: str) -> float:
 
 _SHORT_FORMS: Mapping[Callable[[str], Any], Callable[[str], Any]] = {
     _TO_INT: _short_int, _TO_FLOAT: _short_float, _TO_PERCENT: _short_percent}
-_SHORT_KINDS: Mapping[Callable[[str], Any], bytes] = {_short_int: b"i", _short_float: b"f", _short_percent: b"p"}
 
 
 def _short_plan(sig: Signature) -> FieldPlan:

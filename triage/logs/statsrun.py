@@ -1,24 +1,25 @@
 """Runs of stats lines read as one event each, here rather than parsed one by one.
 
 A long log's stats lines (`Engine 000: Avg prompt throughput: ...` every 10 s, V0's `Avg prompt throughput:
-...`) are what its events are mostly made of, and an event costs about 8 µs to build whatever is done to read
-the line. The parser already merges them once an attempt holds more than parse.STATS_CAP (peaks kept, counts
-summed: `merge_stats`). So once an attempt has given that many stats lines (counted again after each line that
-may start another attempt: a banner, the engine's config), each further run of up to FOLD_LINES lines of the
-same stats shape, from the same process, one after the other among the lines the parser receives, is read here
-and becomes the one event `merge_stats` would make of them. An attempt's first stats lines, which the parser
-keeps each as its own event, are read here too, each as a run of one: the parser's path (envelope, signature
-search, redaction) costs some 30 µs a line, a folded line's about 3 µs. A line this cannot prove it reads
-exactly as the parser would (another anchor in it, anything redaction could touch, a neighbour that could be its
-wrapped tail or a collector's partial line) goes the usual way. What does change is how the attempt's merging
-groups the intervals past its cap: it merges these runs pairwise where it would have merged single lines
-pairwise, so its peaks, sums and counts are the same but a figure read per merged interval (the median of
-running requests while the cache was full, the timeline's points) is taken over other groups.
+...`) are what its events are mostly made of, and making an event costs more than reading its line. The parser
+already merges them once an attempt holds more than parse.STATS_CAP (peaks kept, counts summed: `merge_stats`). So
+once an attempt has given that many stats lines (counted again after each line that may start another attempt: a
+banner, the engine's config), each further run of up to FOLD_LINES lines of the same stats shape, from the same
+process, one after the other among the lines the parser receives, is read here and becomes the one event
+`merge_stats` would make of them. An attempt's first stats lines, which the parser keeps each as its own event, are
+read here too, each as a run of one: the parser's path (envelope, signature search, redaction) costs several times
+what a line read here does. A line this cannot prove it reads exactly as the parser would (another anchor in it,
+anything redaction could touch, a neighbour that could be its wrapped tail or a collector's partial line) goes the
+usual way. What does change is how the attempt's merging groups the intervals past its cap: it merges these runs
+pairwise where it would have merged single lines pairwise, so its peaks, sums and counts are the same but a figure
+read per merged interval (the median of running requests while the cache was full, the timeline's points) is
+taken over other groups.
 The lines are taken BATCH_LINES at a time. A line is matched once per digit form (the line with its digits
 read as 0s; a stats log's lines take a few hundred forms): the shapes read every digit alike, so a form's other
 lines are cut by the slices of its first line's groups, and whether another anchor occurs is answered once per
 form too. A run's summed figures (peaks, sums, the saturated intervals) are read a column at a time from those
-slices (`_figures`). tests/test_properties.py checks the folded event against merge_stats over the parser's own events.
+slices (`_figures`), not by `merge_stats` line after line, which would need each line's event made first.
+tests/test_properties.py checks the folded event against merge_stats over the parser's own events.
 Pure functions over the lines; the pipeline decides when to fold: not inside a time window, whose edges
 fall between lines, nor with several logs, which are interleaved by their lines' times.
 """
@@ -45,11 +46,10 @@ try:        # Aho-Corasick in Rust: a batch's text searched for several words in
 except ImportError:         # no wheel for this platform: one `in` per word
     ahocorasick_rs = None  # type: ignore[assignment]  # checked before use
 
-# Lines per folded event. A run's event costs some 150k instructions end to end (made, numbered, merged): at 32
-# lines a 200k-line stats log spent a fifth of its instructions on them, at 64 a tenth. Past the cap the parser
-# merges neighbours pairwise anyway (a stats log of 600k lines ends with events of 256 lines either way), the
-# timeline keeps 400 points, the facts sums and peaks: the stats bench logs' facts are the same at 32, 64 and 128;
-# a median over merged intervals (running_at_saturation) moved by one on mid-size logs (docs/performance.md).
+# Lines per folded event. Each event is made, numbered and merged downstream, so fewer, longer runs cost less; past
+# the cap the parser merges neighbours pairwise anyway (a stats log of 600k lines ends with events of 256 lines
+# either way), the timeline keeps 400 points and the facts sums and peaks, so the run length changes only a median
+# taken over merged intervals (running_at_saturation), and only on mid-size logs.
 FOLD_LINES = 64
 MAX_LINE_CHARS = 500            # a stats line is about 260 characters; evidence is cut at 600
 BATCH_LINES = 512               # lines tested together: spreads the per-batch steps, small enough for the cache
@@ -63,9 +63,11 @@ _START = operator.attrgetter("start")
 _SHAPE = operator.attrgetter("shape")
 _ROW = operator.attrgetter("row")
 _SUMMED = operator.attrgetter("summed")
-_IN_RUNS, _ALONE = 1, 2          # `_foldable`'s marks: lines read into runs, lines read each as its own event
-_MARKED = re.compile(b"\x01+|\x02+")
-_RUN_OR_ALONE = (_ALONE, _IN_RUNS)      # by whether the line is past the cap
+# How `_foldable` says each line is read, a byte a line: by the parser as usual, here into a run, or here as an
+# event of its own (before the attempt's cap, where the parser keeps each stats line's event).
+PARSED, IN_RUN, ALONE = 0, 1, 2
+_READ_HERE = re.compile(b"\x01+|\x02+")      # stretches of IN_RUN or of ALONE lines
+_BY_CAP = (ALONE, IN_RUN)                       # how a stats line read here is read: before the cap, past it
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,12 +197,12 @@ class _Folder:
         foldable = self._foldable(numbers, texts, found, holes, rows, templates, forms, decided, restarts)
         out: list[_Item | StatsRun] = []
         at = 0
-        for segment in _MARKED.finditer(foldable):
+        for segment in _READ_HERE.finditer(foldable):
             start, end = segment.span()
             if start > at:
                 out += self._close()
                 out += zip(numbers[at:start], texts[at:start])
-            if foldable[start] == _IN_RUNS:
+            if foldable[start] == IN_RUN:
                 out += self._extend(numbers, texts, rows, templates, start, end)
             else:
                 out += self._close()
@@ -256,7 +258,11 @@ class _Folder:
         """The places among `texts` of the lines that hold an anchor of `restarts`: the lines no stats shape
         matches (`holes`), each tested; the stats lines once per digit form (the anchors have no digits: a form
         holds one where its lines do), or each when the batch has no forms."""
-        places = [hole for hole in holes if hole < len(texts) and any(map(texts[hole].__contains__, self.restarts))]
+        places = [hole for hole in holes if hole < len(texts)]
+        if any(map("\n".join([texts[hole] for hole in places]).__contains__, self.restarts)):    # seldom
+            places = [hole for hole in places if any(map(texts[hole].__contains__, self.restarts))]
+        else:
+            places = []
         lines = itertools.compress(range(len(texts)), found)
         if forms is None:
             stats = [i for i in lines if any(map(texts[i].__contains__, self.restarts))]
@@ -277,8 +283,8 @@ class _Folder:
     def _foldable(self, numbers: list[int], texts: list[str], found: list[bool], holes: list[int],
                   rows: list[_Row | None], templates: list[_Template | None], forms: list[bytes | None] | None,
                   decided: int, restarts: list[int]) -> bytes:
-        """For each of the first `decided` lines, _IN_RUNS where it is folded into a run, _ALONE where it is read
-        as its own event here, 0 where the parser reads it as usual.
+        """For each of the first `decided` lines, IN_RUN where it is folded into a run, ALONE where it is read
+        as its own event here, PARSED where the parser reads it as usual.
 
         A line is read here when it is a stats line, the line the parser receives before it is a stats line too
         (not a collector's partial line it would end), the one after it is a stats line or follows a gap (it is
@@ -315,7 +321,7 @@ class _Folder:
         fold_them = list(map(operator.and_, plain, itertools.compress(next_ok, candidates)))
         mask = bytearray(decided)
         chosen = list(itertools.compress(itertools.compress(range(decided), candidates), fold_them))
-        _put(mask, chosen, map(_RUN_OR_ALONE.__getitem__, map(past_cap.__getitem__, chosen)))
+        _put(mask, chosen, map(_BY_CAP.__getitem__, map(past_cap.__getitem__, chosen)))
         return bytes(mask)
 
     def _past_cap(self, mine: list[bool], seen: int, restarts: list[int]) -> list[bool]:
@@ -345,11 +351,11 @@ class _Folder:
         mask = bytearray(_put_back(plain, holes, False)[:decided])     # a hole at `decided` is the undecided line
         for hole in holes:
             if 0 < hole <= decided and numbers[hole] == numbers[hole - 1] + 1:
-                mask[hole - 1] = 0          # the next line, no stats line, could be its wrapped tail
+                mask[hole - 1] = PARSED     # the next line, no stats line, could be its wrapped tail
             if hole + 1 < decided:
-                mask[hole + 1] = 0          # the line before, no stats line, could be a partial line it ends
+                mask[hole + 1] = PARSED     # the line before, no stats line, could be a partial line it ends
         if decided and not previous_found:
-            mask[0] = 0
+            mask[0] = PARSED
         return bytes(mask)
 
     def _plain(self, texts: list[str], rows: list[Any], templates: list[Any], forms: list[Any] | None) -> list[bool]:
