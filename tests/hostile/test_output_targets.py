@@ -2,7 +2,6 @@
 nothing is replaced that should not be, and every failure is one line, never `internal error`."""
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
