@@ -127,6 +127,8 @@ def test_a_number_too_long_for_python_is_one_line(tmp_path):
 @pytest.mark.parametrize("extra,needle", [
     ({"rope_scaling": {"rope_type": "yarn", "factor": 1e308, "original_max_position_embeddings": 32768}},
      "rope_scaling.factor: 1e+308 is out of range"),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 10**400, "original_max_position_embeddings": 4096}},
+     "rope_scaling.factor: 1000000000"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 10**30}},
      "rope_scaling.original_max_position_embeddings: 1000000000000000000000000000000 is out of range"),
     ({"quantization_config": {"quant_method": "awq", "bits": "4"}}, "quantization_config.bits: must be"),

@@ -284,8 +284,10 @@ def spec_from_config(data: Mapping[str, Any], path: str = "config.json") -> Mode
         kind = scaling.get("rope_type") or scaling.get("type")
         factor = scaling.get("factor")
         original = scaling.get("original_max_position_embeddings")
+        # compared, not converted: an integer too large for a float is out of range, not an OverflowError;
+        # NaN fails both comparisons
         if isinstance(factor, (int, float)) and not isinstance(factor, bool) \
-                and not (math.isfinite(factor) and 0 < factor <= MAX_ROPE_FACTOR):
+                and not 0 < factor <= MAX_ROPE_FACTOR:
             raise out_of_range(r.where("rope_scaling.factor"), factor, 0, MAX_ROPE_FACTOR)
         if isinstance(original, int) and not isinstance(original, bool) \
                 and not 1 <= original <= MAXIMUM["max_position_embeddings"]:
