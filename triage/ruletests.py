@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from .decide.engine import evaluate
 from .decide.ruleset import Example, Node, RuleSet
 from .logs.envelope import records
 from .logs.signature_files import Signature
 from .logs.signatures import SignatureSet
+from .metrics.inputs import read_files
 from .model import Report
 from .pipeline import Incident, Toolkit, build_report
 from .selftest import bundled_fixtures
@@ -80,7 +82,6 @@ def example_report(kit: Toolkit, example: Example, dirs: Sequence[Path]) -> Repo
             (open_log(str(_find(dirs, "logs", example.fixture))),) if example.fixture else ()
         if not example.metrics:
             return build_report(Incident(logs=logs), kit)
-        from .metrics.inputs import read_files
         read = read_files([str(_find(dirs, "metrics", m)) for m in example.metrics], None)
         return build_report(Incident(logs=logs, metrics=read), kit)
     finally:
@@ -90,7 +91,6 @@ def example_report(kit: Toolkit, example: Example, dirs: Sequence[Path]) -> Repo
 
 def fired(rules: RuleSet, report: Report, node_id: str) -> bool:
     """A node fired when it and all its ancestors hold for the diagnosed attempt."""
-    from .decide.engine import evaluate
     facts = report.diagnosis.facts
     chain = [rules.nodes[node_id]]
     while chain[-1].parent:
