@@ -117,6 +117,8 @@ def test_whatif_without_histograms_warns_and_still_predicts():
 @pytest.mark.parametrize("args,needle", [
     (["whatif", "/nonexistent.log"], "no such file"),
     (["whatif", QWEN_L4, "--gpu-memory-utilization", "1.5"], "1.5"),
+    (["whatif", QWEN_L4, "--gpu-memory-utilization", "nan"], "'nan' is not a number"),
+    (["whatif", QWEN_L4, "--cpu-offload-gb", "nan"], "'nan' is not a number of GiB"),
     (["whatif", QWEN_L4, "--kv-cache-dtype", "int3"], "int3"),
     (["whatif", QWEN_L4, "--model-config", str(FIXTURES / "manifest.toml")], "not valid JSON"),
     (["check"], "--model-config"),

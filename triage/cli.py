@@ -668,7 +668,8 @@ def rules_command(rules_dir: str | None, show: str, run_tests: bool) -> None:
 _TOKENS = click.IntRange(1, 2**31 - 1)
 _GPUS = click.IntRange(1, 4096)
 _SERVE_FLAGS = (
-    ("--gpu-memory-utilization", "gpu_memory_utilization", click.FloatRange(1e-3, 1), "Share of the GPU vLLM may use."),
+    ("--gpu-memory-utilization", "gpu_memory_utilization", _Finite("the GPU's memory (a share)", min=1e-3, max=1),
+     "Share of the GPU vLLM may use."),
     ("--max-model-len", "max_model_len", _TOKENS, "Longest request, in tokens."),
     ("--max-num-seqs", "max_num_seqs", _TOKENS, "Requests batched at once."),
     ("--max-num-batched-tokens", "max_num_batched_tokens", _TOKENS, "Tokens in one scheduler step."),
@@ -679,7 +680,8 @@ _SERVE_FLAGS = (
      "KV cache dtype."),
     ("--quantization", "quantization", click.Choice(["fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes",
                                                      "mxfp4"]), "Weight quantization."),
-    ("--cpu-offload-gb", "cpu_offload_gb", click.FloatRange(0, 1e6), "GiB of weights per GPU kept in CPU memory."),
+    ("--cpu-offload-gb", "cpu_offload_gb", _Finite("GiB", min=0, max=1e6),
+     "GiB of weights per GPU kept in CPU memory."),
 )
 
 
