@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .logs.parse import Attempt, LogParse, merge_events, split_attempts, startup_context
@@ -58,23 +59,24 @@ class LogReading:
 
 
 @dataclass(frozen=True)
-class Attempts:
-    """The logs' startup attempts in order: the ones a restart ended, and the last, the one on call is looking at."""
-
-    earlier: tuple[Attempt, ...]
-    last: Attempt
-
-
-@dataclass(frozen=True)
 class Evidence:
-    """What the read stage returns: the logs cut into startup attempts, what reading each log found, the metric
-    samples (secrets masked, cut to the window), and the warnings so far."""
+    """What the read stage returns: the logs' startup attempts, read as the facts stage asks for them, what
+    reading each log found (once its attempts are read), the metric samples (secrets masked, cut to the window),
+    and the warnings so far.
 
-    attempts: Attempts
-    logs: tuple[LogRead, ...]
+    The attempts are a stream, read once: a crash-looping container's log holds thousands of startups, and only
+    each one's facts are kept once it has ended, never all their events together."""
+
+    attempts: Iterator[Attempt]
+    readings: tuple[LogReading, ...]
     samples: tuple[MetricSample, ...]
     window: TimeWindow | None
     warnings: tuple[str, ...]
+
+    @cached_property
+    def logs(self) -> tuple[LogRead, ...]:
+        """What reading each log found: asked once every attempt has been read."""
+        return tuple(reading.result() for reading in self.readings)
 
     @property
     def vllm_lines(self) -> int | None:
@@ -107,9 +109,8 @@ def read(logs: Sequence[LogInput], metrics: MetricsRead | None,
         streams = [context + inside for context, (_, inside) in zip(contexts, cut)]
         kept_window = dataclasses.replace(kept_window, context_events=sum(len(c) for c in contexts))
         warnings.extend(window_warnings)
-    *earlier, last = split_attempts(merge_events(list(streams)), signatures)   # always at least one
-    return Evidence(Attempts(tuple(earlier), last), tuple(r.result() for r in readings), tuple(samples),
-                    kept_window, tuple(warnings))
+    attempts = split_attempts(merge_events(list(streams)), signatures)   # always at least one
+    return Evidence(attempts, tuple(readings), tuple(samples), kept_window, tuple(warnings))
 
 
 def masked_samples(samples: Sequence[MetricSample], redactor: Redactor) -> list[MetricSample]:

@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 
 from ..facts.combine import IncidentFacts
 from ..logs.parse import Attempt
-from ..model import AttemptSummary, Diagnosis, Suppression
+from ..model import AttemptSummary, Diagnosis, SourceRef, Suppression
 from .engine import diagnose
 from .ruleset import RuleSet
 
@@ -22,12 +22,17 @@ class Decided:
 
 def decide(found: IncidentFacts, rules: RuleSet, suppressions: Sequence[Suppression]) -> Decided:
     accepted: Mapping[str, Suppression] = {x.rule_id: x for x in suppressions}
-    earlier = tuple(attempt_summary(e.attempt, diagnose(rules, e.facts, accepted, full=False)) for e in found.earlier)
+    earlier = tuple(_summary(e.index, e.first, e.last, diagnose(rules, e.facts, accepted, full=False))
+                    for e in found.earlier)
     return Decided(earlier, tuple(diagnose(rules, s.facts, accepted, full=True) for s in found.subjects))
 
 
 def attempt_summary(attempt: Attempt, diagnosis: Diagnosis) -> AttemptSummary:
+    return _summary(attempt.index, attempt.events[0].source if attempt.events else None,
+                    attempt.events[-1].source if attempt.events else None, diagnosis)
+
+
+def _summary(index: int, first: SourceRef | None, last: SourceRef | None, diagnosis: Diagnosis) -> AttemptSummary:
     phase = diagnosis.facts.get("failed_phase")
-    return AttemptSummary(index=attempt.index, first=attempt.events[0].source if attempt.events else None,
-                          last=attempt.events[-1].source if attempt.events else None, verdict=diagnosis.verdict,
+    return AttemptSummary(index=index, first=first, last=last, verdict=diagnosis.verdict,
                           failed_phase=phase.value if phase else None)

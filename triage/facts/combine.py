@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..logs.parse import Attempt
 from ..logs.signatures import SignatureSet
-from ..model import Fact, InputSummary, LogEvent
+from ..model import Fact, InputSummary, LogEvent, SourceRef
 from ..read import Evidence
 from .gpu_snapshot import GpuEvidence, gpu_evidence
 from .log_events import extract_facts
@@ -27,9 +27,12 @@ _SETTINGS_KINDS = frozenset({"args", "engine_config", "version", "max_model_len"
 
 @dataclass(frozen=True)
 class EarlierAttempt:
-    """An attempt a restart ended, with its facts (the settings earlier attempts printed fill what it did not)."""
+    """An attempt a restart ended: where it is in the log, and its facts (the settings earlier attempts printed
+    fill what it did not). Its events are not kept: a crash-looping log has thousands of attempts."""
 
-    attempt: Attempt
+    index: int
+    first: SourceRef | None
+    last: SourceRef | None
     facts: Mapping[str, Fact]
 
 
@@ -82,11 +85,17 @@ def incident_facts(evidence: Evidence, metrics: MetricsRead | None, snapshot: Gp
     of one instance: with several it cannot say which one wrote it."""
     settings: list[LogEvent] = []
     earlier = []
-    for attempt in evidence.attempts.earlier:
-        earlier.append(EarlierAttempt(attempt, facts_for(attempt, signatures, settings, None)))
-        settings.extend(e for e in attempt.events if e.kind in _SETTINGS_KINDS)
+    last: Attempt | None = None
+    for attempt in evidence.attempts:          # each attempt once the next has begun: it was not the last
+        if last is not None:
+            earlier.append(EarlierAttempt(last.index, last.events[0].source if last.events else None,
+                                          last.events[-1].source if last.events else None,
+                                          facts_for(last, signatures, settings, None)))
+            settings.extend(e for e in last.events if e.kind in _SETTINGS_KINDS)
+        last = attempt
+    assert last is not None                    # split_attempts always yields one
     gpu = gpu_evidence(snapshot)
-    last, vllm_lines, samples = evidence.attempts.last, evidence.vllm_lines, evidence.samples
+    vllm_lines, samples = evidence.vllm_lines, evidence.samples
     metric_inputs = metrics.inputs if metrics else ()
     if not (samples or metric_inputs or (metrics and metrics.origin is not None)):
         log_alone = Subject(last, facts_for(last, signatures, settings, vllm_lines, None, gpu.facts, gpu_total_gib,
