@@ -197,3 +197,21 @@ def test_a_fifo_input_says_it_waits_for_a_writer_then_reads_the_log(tmp_path):
         process.wait()
     assert process.returncode == 1 and json.loads(out)["verdict"] == "kv_cache_too_small"
 
+
+
+def test_the_fifo_notice_escapes_control_characters_and_masks_a_token_in_the_name(tmp_path):
+    token = "hf_" + "abcdefghijklmnopqrstuvwxyz123456"
+    fifo = tmp_path / f"log-\x1b]0;pwned\x07-{token}.fifo"
+    os.mkfifo(fifo)
+    process = _start("--format", "json", str(fifo))
+    try:
+        line = _stderr_line(process, 60)
+        with open(fifo, "wb") as writer:
+            writer.write(KV_LOG)
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    assert line.startswith("vtriage: waiting for a writer on FIFO ") and line.endswith("\n"), line
+    assert "\x1b" not in line and "\x07" not in line and "\\x1b" in line, line
+    assert token not in line, line

@@ -244,7 +244,7 @@ def write_atomically(path: str, text: str, inputs: Sequence[str]) -> None:
 def _write_straight(path: str, data: bytes) -> None:
     """Write to the FIFO or character device at `path` (checked again once open: it may have been swapped)."""
     flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NOCTTY
-    fd = open_fifo(path, flags) if stat.S_ISFIFO(os.lstat(path).st_mode) else os.open(path, flags)
+    fd = open_fifo(path, flags, tell) if stat.S_ISFIFO(os.lstat(path).st_mode) else os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
         if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
@@ -576,7 +576,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
     figures = _user_figures(gpu_name, gpu_memory_gib, gpus, model_config)
     kit, config = load_team_config(load_toolkit(rules_dir), config_path, no_config, ignore)
     failing = gate(fail_on, kit.rules.classes) if fail_on else None
-    inputs = [open_log(path) for path in files]
+    inputs = [open_log(path, tell) for path in files]
     snapshot = _gpu_snapshot(gpu_snapshot, probe_gpu, vllm_pids)
     metrics = _read_metrics(ctx, metric_options, Redactor(enabled=not no_redact, prompts=redact_prompts))
     since, until = metric_options["since"], metric_options["until"]
@@ -701,7 +701,7 @@ def _changes(options: dict) -> dict:
 
 def _log_facts(path: str, rules_dir: str | None) -> Mapping[str, Fact]:
     kit = load_toolkit(rules_dir)
-    report = build_report(Incident(logs=(open_log(path),)), kit)
+    report = build_report(Incident(logs=(open_log(path, tell),)), kit)
     facts = report.diagnosis.facts
     if not any(name in facts for name in ("weights_gib", "kv_cache_gib", "kv_cache_tokens", "gpu_total_gib")):
         raise NotEnoughInput(path, "has no startup memory figures (weights, KV cache) to calibrate from",
@@ -931,7 +931,7 @@ def gpu_command(ctx: click.Context, fmt: str, as_json: bool, from_file: str | No
 
 def _log_report(files: Sequence[str], kit: Toolkit, no_redact: bool, figures: UserFigures | None = None) -> Report:
     """The report of log files alone (no metrics), as `vtriage FILE...` would give it (with what `figures` adds)."""
-    return build_report(Incident(logs=tuple(open_log(path) for path in files), user_figures=figures,
+    return build_report(Incident(logs=tuple(open_log(path, tell) for path in files), user_figures=figures,
                                  redact=not no_redact), kit)
 
 

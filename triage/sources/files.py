@@ -60,8 +60,9 @@ class LogInput:
     stream: BinaryIO | None = None   # opened by open_log and read from there: never opened twice
 
 
-def open_log(path: str) -> LogInput:
-    """Check that `path` can be read as a log, so errors surface before any work is done."""
+def open_log(path: str, say: Callable[[str], None] | None = None) -> LogInput:
+    """Check that `path` can be read as a log, so errors surface before any work is done. `say` is told when a
+    FIFO's writer is slow to come (see waiting.py)."""
     if path == "-":
         return LogInput(name="<stdin>", path=None)
     try:
@@ -78,7 +79,7 @@ def open_log(path: str) -> LogInput:
         raise InputError(path, "permission denied", "run as a user who can read it, or copy it")
     try:
         if stat.S_ISFIFO(st.st_mode):  # waits here for its writer, as `cat` would, and says so
-            handle = os.fdopen(open_fifo(path, os.O_RDONLY), "rb")
+            handle = os.fdopen(open_fifo(path, os.O_RDONLY, say), "rb")
         else:
             handle = open(path, "rb")
     except OSError as exc:
