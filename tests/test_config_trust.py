@@ -118,3 +118,14 @@ def test_every_format_names_the_config_used(tmp_path, home):
         assert "Config: none" in without and str(config) not in without, fmt
     assert _json(tmp_path, home)["config"] == str(config)
     assert _json(tmp_path, home, "--no-config")["config"] is None
+
+
+def test_the_config_warning_escapes_control_characters_in_the_path(tmp_path, home):
+    folder = tmp_path / "team-\x1b]0;pwned\x07-\u202e"
+    folder.mkdir()
+    config = folder / "team.toml"
+    config.write_text(SILENCE)
+    config.chmod(0o666)
+    err = _gate(tmp_path, home, "--config", str(config)).stderr.decode()
+    assert err.startswith("vtriage: warning: ") and "writable by others" in err, err
+    assert not any(char in err for char in "\x1b\x07\u202e") and "\\x1b" in err, err

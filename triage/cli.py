@@ -94,7 +94,7 @@ def load_team_config(kit: Toolkit, config_path: str | None, no_config: bool,
     elif not no_config:
         path, warnings = find_config(Path.cwd(), os.environ, Path.home())
     for warning in warnings:
-        click.echo(f"vtriage: warning: {warning}", err=True)
+        tell(f"vtriage: warning: {warning}")
     config = load_config(path, kit.rules, date.today()) if path else Config(None)
     config = with_ignored(config, ignore, kit.rules)
     return dataclasses.replace(kit, suppressions=config.suppressions, runbook_url=config.runbook_url,
@@ -594,7 +594,7 @@ def diagnose(ctx: click.Context, files: tuple[str, ...], fmt: str, output: str |
         for line in progress:
             line.close()
     for skipped in (warning for summary in report.inputs for warning in summary.skipped):
-        click.echo(f"vtriage: warning: {skipped}", err=True)     # damage to the input is said where it is read too
+        tell(f"vtriage: warning: {skipped}")     # damage to the input is said where it is read too
     text = RENDERERS[fmt](report, color=_use_color(fmt, output))
     if output:
         write_atomically(output, text, read)
