@@ -28,8 +28,7 @@ def decide(found: IncidentFacts, rules: RuleSet, suppressions: Sequence[Suppress
 
 
 def attempt_summary(attempt: Attempt, diagnosis: Diagnosis) -> AttemptSummary:
-    return _summary(attempt.index, attempt.events[0].source if attempt.events else None,
-                    attempt.events[-1].source if attempt.events else None, diagnosis)
+    return _summary(attempt.index, attempt.first, attempt.last, diagnosis)
 
 
 def _summary(index: int, first: SourceRef | None, last: SourceRef | None, diagnosis: Diagnosis) -> AttemptSummary:

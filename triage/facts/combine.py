@@ -85,15 +85,15 @@ def incident_facts(evidence: Evidence, metrics: MetricsRead | None, snapshot: Gp
     of one instance: with several it cannot say which one wrote it."""
     settings: list[LogEvent] = []
     earlier = []
-    last: Attempt | None = None
-    for attempt in evidence.attempts:          # each attempt once the next has begun: it was not the last
-        if last is not None:
-            earlier.append(EarlierAttempt(last.index, last.events[0].source if last.events else None,
-                                          last.events[-1].source if last.events else None,
-                                          facts_for(last, signatures, settings, None)))
-            settings.extend(e for e in last.events if e.kind in _SETTINGS_KINDS)
-        last = attempt
-    assert last is not None                    # split_attempts always yields one
+    current: Attempt | None = None
+    for attempt in evidence.attempts:
+        if current is not None:                # a restart ended it: only its facts are kept, not its events
+            earlier.append(EarlierAttempt(current.index, current.first, current.last,
+                                          facts_for(current, signatures, settings, None)))
+            settings.extend(e for e in current.events if e.kind in _SETTINGS_KINDS)
+        current = attempt
+    assert current is not None                 # split_attempts always yields one
+    last = current
     gpu = gpu_evidence(snapshot)
     vllm_lines, samples = evidence.vllm_lines, evidence.samples
     metric_inputs = metrics.inputs if metrics else ()

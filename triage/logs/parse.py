@@ -85,6 +85,15 @@ class Attempt:
     index: int
     events: list[LogEvent] = field(default_factory=list)
 
+    @property
+    def first(self) -> SourceRef | None:
+        """Where the attempt begins in the log (None for an attempt with no events: metrics alone)."""
+        return self.events[0].source if self.events else None
+
+    @property
+    def last(self) -> SourceRef | None:
+        return self.events[-1].source if self.events else None
+
 
 class _Coverage:
     """Counts physical lines once each, and groups unrecognised WARNING/ERROR lines."""
