@@ -309,8 +309,6 @@ def stdin_is_piped() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
-
-
 _WRITE_HINTS = {
     errno.EACCES: "choose a directory you can write to",
     errno.EPERM: "choose a directory you can write to",
